@@ -1,0 +1,336 @@
+// Package store owns Pixie's persistent state: a portable transactional key-value API with typed
+// JSON collections, over a small Driver interface. The production driver is Badger v4
+// (internal/store/badgerstore, SyncWrites on, so a nil error from Update means the write is on
+// disk); the conformance suite in internal/store/storetest runs against every driver.
+//
+// This package imports no database: domain packages and the server depend on it without pulling
+// Badger in (see the import-rule test). Driver errors never leak out of it: a driver reports
+// ErrNotFound and ErrConflict, and anything else comes back wrapped as an opaque internal error.
+//
+// # Key layout
+//
+// Every key is "<collection>/<id>", with the collection name made of [a-z0-9-] and the id any
+// non-empty string (ids may themselves contain "/" to form ordered sub-keys). Collections in use:
+//
+//	meta/<name>                      store metadata (schema version)
+//	gate-def/<gate name>             saved gate definitions (internal/gate)
+//	gate-preset/<preset name>        presets and their attachments (internal/gate)
+//	gate-run/<session>/<rev time>/<run id>  run records, newest first per session (internal/gate)
+//	gate-run-id/<run id>             run id → record key (internal/gate)
+//	gate-switch/<session>/<gate>     per-session switches (internal/gate)
+//	gate-redo/<session>/<turn>/<gate> redo counters (internal/gate)
+//	module/<sha256>                  WASM module metadata; the bytes live in <home>/blobs (runtime)
+//	module-name/<name>               module name → sha256
+//	hint/<id>                        hints (internal/hint); ids are time-ordered
+//	hint-lease/<take id>             open takes awaiting confirm or rollback
+//	pet-*/…                          Pet tasks, invocations, runs, skills, env values (internal/pet)
+//	lark-*/…                         Lark channel state, dedup keys with TTL (internal/channel/lark)
+//	cred/<name>                      nothing: credentials live in <home>/credentials.json, not here
+//
+// Values are JSON. Ordering is bytewise on keys, so ids that must sort by time use
+// fixed-width, zero-padded time prefixes (see SortableTime).
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// ErrNotFound is returned when a key does not exist.
+var ErrNotFound = errors.New("store: not found")
+
+// ErrConflict is returned when a transaction conflicted with a concurrent one and could not be
+// committed even after retries, or when a caller-level optimistic check fails.
+var ErrConflict = errors.New("store: conflict")
+
+// ErrClosed is returned after Close.
+var ErrClosed = errors.New("store: closed")
+
+// ScanOptions controls a prefix scan.
+type ScanOptions struct {
+	// Reverse scans from the largest key down.
+	Reverse bool
+	// Limit stops after this many entries; zero means no limit.
+	Limit int
+	// After, if set, starts strictly after this full key (strictly before it when Reverse).
+	After []byte
+}
+
+// DriverTx is one driver transaction. Keys and values passed in may be retained by the driver
+// until commit; values returned are copies the caller may keep.
+type DriverTx interface {
+	Get(key []byte) ([]byte, error)
+	Set(key, value []byte, ttl time.Duration) error
+	Delete(key []byte) error
+	Scan(prefix []byte, opts ScanOptions, fn func(key, value []byte) error) error
+}
+
+// Driver is what a storage engine implements. Update must return ErrConflict (wrapped or not)
+// when the commit conflicted, so that Store can retry.
+type Driver interface {
+	Update(ctx context.Context, fn func(DriverTx) error) error
+	View(ctx context.Context, fn func(DriverTx) error) error
+	Close() error
+}
+
+// Options configures a Store. The zero value works.
+type Options struct {
+	// MaxRetries is how often a conflicting Update is retried; zero means 100.
+	MaxRetries int
+}
+
+// Store is the portable store. It is safe for concurrent use.
+type Store struct {
+	d          Driver
+	maxRetries int
+}
+
+// New returns a Store over d.
+func New(d Driver, opts Options) *Store {
+	if opts.MaxRetries <= 0 {
+		opts.MaxRetries = 100
+	}
+	return &Store{d: d, maxRetries: opts.MaxRetries}
+}
+
+// Close closes the driver.
+func (s *Store) Close() error { return s.d.Close() }
+
+// Tx is a transaction handed to Update and View callbacks. It must not be used after the
+// callback returns.
+type Tx struct {
+	dt       DriverTx
+	readOnly bool
+	// after runs once the transaction committed (for notifications); Update only.
+	after []func()
+}
+
+// Update runs fn in a read-write transaction and commits it. On a conflict the whole callback
+// is run again (up to MaxRetries times), so fn must not have side effects outside tx other than
+// through AfterCommit.
+func (s *Store) Update(ctx context.Context, fn func(tx *Tx) error) error {
+	var lastErr error
+	for attempt := 0; attempt <= s.maxRetries; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var tx *Tx
+		err := s.d.Update(ctx, func(dt DriverTx) error {
+			tx = &Tx{dt: dt}
+			return fn(tx)
+		})
+		if err == nil {
+			for _, f := range tx.after {
+				f()
+			}
+			return nil
+		}
+		if !errors.Is(err, ErrConflict) {
+			return s.mapErr(err)
+		}
+		lastErr = err
+		// Back off with jitter so colliding writers spread out.
+		back := time.Duration(attempt+1) * 100 * time.Microsecond
+		if back > 5*time.Millisecond {
+			back = 5 * time.Millisecond
+		}
+		time.Sleep(back/2 + time.Duration(rand.Int64N(int64(back))))
+	}
+	return fmt.Errorf("%w: gave up after %d retries: %v", ErrConflict, s.maxRetries, lastErr)
+}
+
+// View runs fn in a read-only transaction.
+func (s *Store) View(ctx context.Context, fn func(tx *Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.mapErr(s.d.View(ctx, func(dt DriverTx) error { return fn(&Tx{dt: dt, readOnly: true}) }))
+}
+
+// mapErr keeps driver errors from leaking: ours and callers' errors pass through unchanged.
+func (s *Store) mapErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	var de *driverError
+	if errors.As(err, &de) {
+		return fmt.Errorf("store: %s", de.msg)
+	}
+	return err
+}
+
+// AfterCommit registers f to run after the surrounding Update commits successfully (it does not
+// run when the transaction fails or is retried and then fails).
+func (tx *Tx) AfterCommit(f func()) { tx.after = append(tx.after, f) }
+
+// Raw access, for the few callers that need it (counters, dedup keys).
+
+// GetRaw returns the value at key.
+func (tx *Tx) GetRaw(key string) ([]byte, error) { return tx.dt.Get([]byte(key)) }
+
+// SetRaw stores value at key; ttl zero means no expiry.
+func (tx *Tx) SetRaw(key string, value []byte, ttl time.Duration) error {
+	if tx.readOnly {
+		return errors.New("store: write in a read-only transaction")
+	}
+	return tx.dt.Set([]byte(key), value, ttl)
+}
+
+// DeleteRaw removes key; deleting a missing key is not an error.
+func (tx *Tx) DeleteRaw(key string) error {
+	if tx.readOnly {
+		return errors.New("store: write in a read-only transaction")
+	}
+	return tx.dt.Delete([]byte(key))
+}
+
+// ScanRaw calls fn for every key under prefix, in key order.
+func (tx *Tx) ScanRaw(prefix string, opts ScanOptions, fn func(key string, value []byte) error) error {
+	return tx.dt.Scan([]byte(prefix), opts, func(k, v []byte) error { return fn(string(k), v) })
+}
+
+// DriverError wraps an engine error so that its text is kept for logs but its type is not
+// reachable by callers. Drivers return their non-sentinel errors through it.
+func DriverError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &driverError{msg: err.Error()}
+}
+
+type driverError struct{ msg string }
+
+func (e *driverError) Error() string { return "store: " + e.msg }
+
+var collectionName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
+
+// Collection is a typed view of one key prefix. Values are stored as JSON.
+type Collection[T any] struct {
+	name string
+}
+
+// NewCollection returns the collection called name. It panics on a malformed name, since
+// names are constants in code.
+func NewCollection[T any](name string) Collection[T] {
+	if !collectionName.MatchString(name) {
+		panic("store: bad collection name " + name)
+	}
+	return Collection[T]{name: name}
+}
+
+// Name is the collection's name.
+func (c Collection[T]) Name() string { return c.name }
+
+// Key returns the full key of id.
+func (c Collection[T]) Key(id string) string { return c.name + "/" + id }
+
+// Get reads id. It returns ErrNotFound when absent.
+func (c Collection[T]) Get(tx *Tx, id string) (T, error) {
+	var v T
+	if id == "" {
+		return v, ErrNotFound
+	}
+	raw, err := tx.dt.Get([]byte(c.Key(id)))
+	if err != nil {
+		return v, err
+	}
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return v, fmt.Errorf("store: decode %s: %w", c.Key(id), err)
+	}
+	return v, nil
+}
+
+// Has reports whether id exists.
+func (c Collection[T]) Has(tx *Tx, id string) (bool, error) {
+	_, err := tx.dt.Get([]byte(c.Key(id)))
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// Put writes v at id.
+func (c Collection[T]) Put(tx *Tx, id string, v T) error {
+	return c.PutTTL(tx, id, v, 0)
+}
+
+// PutTTL writes v at id with an expiry; ttl zero means none.
+func (c Collection[T]) PutTTL(tx *Tx, id string, v T, ttl time.Duration) error {
+	if id == "" {
+		return errors.New("store: empty id")
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("store: encode %s: %w", c.Key(id), err)
+	}
+	return tx.SetRaw(c.Key(id), raw, ttl)
+}
+
+// Insert writes v at id, failing with ErrConflict if id exists.
+func (c Collection[T]) Insert(tx *Tx, id string, v T) error {
+	ok, err := c.Has(tx, id)
+	if err != nil {
+		return err
+	}
+	if ok {
+		return fmt.Errorf("%w: %s exists", ErrConflict, c.Key(id))
+	}
+	return c.Put(tx, id, v)
+}
+
+// Delete removes id. Deleting a missing id is not an error.
+func (c Collection[T]) Delete(tx *Tx, id string) error { return tx.DeleteRaw(c.Key(id)) }
+
+// Entry is one listed item.
+type Entry[T any] struct {
+	ID    string
+	Value T
+}
+
+// List returns the entries whose id starts with idPrefix, in id order (reverse with
+// opts.Reverse). opts.After is an id (not a full key) to page after.
+func (c Collection[T]) List(tx *Tx, idPrefix string, opts ScanOptions) ([]Entry[T], error) {
+	var out []Entry[T]
+	err := c.Each(tx, idPrefix, opts, func(id string, v T) error {
+		out = append(out, Entry[T]{ID: id, Value: v})
+		return nil
+	})
+	return out, err
+}
+
+// ErrStop may be returned by an Each callback to end the scan early without an error.
+var ErrStop = errors.New("store: stop")
+
+// Each calls fn for each entry under idPrefix in order. Returning ErrStop ends the scan.
+func (c Collection[T]) Each(tx *Tx, idPrefix string, opts ScanOptions, fn func(id string, v T) error) error {
+	prefix := c.name + "/"
+	if len(opts.After) > 0 {
+		opts.After = []byte(prefix + string(opts.After))
+	}
+	err := tx.dt.Scan([]byte(prefix+idPrefix), opts, func(k, raw []byte) error {
+		var v T
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return fmt.Errorf("store: decode %s: %w", k, err)
+		}
+		return fn(strings.TrimPrefix(string(k), prefix), v)
+	})
+	if errors.Is(err, ErrStop) {
+		return nil
+	}
+	return err
+}
+
+// SortableTime renders t as a fixed-width string that sorts in time order (UTC nanoseconds,
+// zero-padded to 20 digits).
+func SortableTime(t time.Time) string { return fmt.Sprintf("%020d", t.UTC().UnixNano()) }
+
+// ReverseSortableTime renders t so that later times sort first.
+func ReverseSortableTime(t time.Time) string {
+	return fmt.Sprintf("%020d", uint64(1<<63-1)-uint64(t.UTC().UnixNano()))
+}
