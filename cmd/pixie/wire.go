@@ -1,0 +1,37 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/pixie-dev/pixie/internal/config"
+	"github.com/pixie-dev/pixie/internal/store"
+	"github.com/pixie-dev/pixie/server"
+)
+
+// buildApp wires the domain services into the server. It is the one place that chooses
+// engines (Badger, wazero, bash) for the portable interfaces the domains use.
+func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *store.Store, token string) (*app, error) {
+	a := &app{}
+	info := map[string]any{
+		"home": cfg.Home,
+		"addr": cfg.Addr,
+	}
+	deps := server.Deps{
+		Store: st,
+		Info:  func(context.Context) map[string]any { return info },
+	}
+	a.srv = server.New(server.Config{
+		Addr:         cfg.Addr,
+		AllowedHosts: cfg.AllowedHosts,
+		Token:        token,
+		BodyLimit:    cfg.Server.BodyLimit,
+		ReadTimeout:  cfg.Server.ReadTimeout,
+		WriteTimeout: cfg.Server.WriteTimeout,
+		IdleTimeout:  cfg.Server.IdleTimeout,
+		CookieTTL:    cfg.Server.CookieTTL,
+		Version:      version,
+		Logger:       log,
+	}, deps)
+	return a, nil
+}

@@ -1,0 +1,568 @@
+// Package config owns Pixie's settings: the shape of pixie.yaml, the PIXIE_* environment
+// overrides, flag overrides, defaults, validation, and the masked view printed by
+// `pixie config`. Precedence, lowest first: defaults, <home>/pixie.yaml, PIXIE_* environment
+// variables, flags.
+//
+// Every setting has a YAML path (for example model.apiKey) and an environment variable made by
+// upper-snake-casing that path with a PIXIE_ prefix (PIXIE_MODEL_API_KEY). An unknown key in the
+// file or an invalid value anywhere stops start-up with a message naming the key.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// FileName is the configuration file inside the home.
+const FileName = "pixie.yaml"
+
+// Config holds every setting. Fields tagged secret:"true" are masked when shown.
+type Config struct {
+	// Home is the home directory (not a file setting: it is where the file lives).
+	Home string `yaml:"-"`
+	// Addr is the listen address.
+	Addr string `yaml:"addr" doc:"listen address (host:port)"`
+	// AllowedHosts are the Host names accepted; empty means localhost names plus the bind host.
+	AllowedHosts []string `yaml:"allowedHosts" doc:"Host header names accepted (DNS-rebinding defence); empty = localhost + bind host"`
+	// PublicURL is the URL scripts use to reach the helper; empty means http://<addr>.
+	PublicURL string `yaml:"publicUrl" doc:"URL given to scripts as PIXIE_URL; empty = http://<addr>"`
+	// LogLevel is debug, info, warn or error.
+	LogLevel string `yaml:"logLevel" doc:"debug, info, warn or error"`
+	// LogFormat is text or json.
+	LogFormat string `yaml:"logFormat" doc:"text or json"`
+
+	Server ServerConfig `yaml:"server"`
+	Model  ModelConfig  `yaml:"model"`
+	Judge  JudgeConfig  `yaml:"judge"`
+	Gates  GatesConfig  `yaml:"gates"`
+	WASM   WASMConfig   `yaml:"wasm"`
+	Hints  HintsConfig  `yaml:"hints"`
+	Hooks  HooksConfig  `yaml:"hooks"`
+	Pet    PetConfig    `yaml:"pet"`
+	Lark   LarkConfig   `yaml:"lark"`
+}
+
+// ServerConfig is the HTTP server.
+type ServerConfig struct {
+	BodyLimit       int64         `yaml:"bodyLimit" doc:"request body cap in bytes"`
+	ReadTimeout     time.Duration `yaml:"readTimeout" doc:"HTTP read timeout"`
+	WriteTimeout    time.Duration `yaml:"writeTimeout" doc:"HTTP write timeout (SSE streams are exempt)"`
+	IdleTimeout     time.Duration `yaml:"idleTimeout" doc:"keep-alive idle timeout"`
+	ShutdownTimeout time.Duration `yaml:"shutdownTimeout" doc:"graceful shutdown budget"`
+	CookieTTL       time.Duration `yaml:"cookieTtl" doc:"web UI login lifetime"`
+	StoreGCInterval time.Duration `yaml:"storeGcInterval" doc:"Badger value-log GC interval"`
+}
+
+// ModelConfig is the Pixie model.
+type ModelConfig struct {
+	Provider string        `yaml:"provider" doc:"openai (any OpenAI-compatible server) or anthropic; empty = no model"`
+	BaseURL  string        `yaml:"baseUrl" doc:"endpoint override (vLLM, llama.cpp, Ollama, LM Studio)"`
+	Model    string        `yaml:"model" doc:"model name"`
+	APIKey   string        `yaml:"apiKey" secret:"true" doc:"API key; falls back to OPENAI_API_KEY / ANTHROPIC_API_KEY"`
+	Timeout  time.Duration `yaml:"timeout" doc:"per-call timeout"`
+}
+
+// JudgeConfig is the decision engine.
+type JudgeConfig struct {
+	Engine       string        `yaml:"engine" doc:"llm or jev"`
+	SystemPrompt string        `yaml:"systemPrompt" doc:"judge system prompt; empty = the built-in one"`
+	Model        ModelConfig   `yaml:"model" doc:"judge model; empty provider = the Pixie model"`
+	JevBaseURL   string        `yaml:"jevBaseUrl" doc:"TypeSafe Jev API base URL"`
+	JevModel     string        `yaml:"jevModel" doc:"Jev model (jev-latest, or a pinned version)"`
+	JevTimeout   time.Duration `yaml:"jevTimeout" doc:"Jev call timeout"`
+}
+
+// GatesConfig is Pixie Gate.
+type GatesConfig struct {
+	ScriptDir      string        `yaml:"scriptDir" doc:"script folder (absolute or ~/…); empty = <home>/commands"`
+	DefaultTimeout time.Duration `yaml:"defaultTimeout" doc:"gate time limit when a gate sets none"`
+}
+
+// WASMConfig is the WASM runtime.
+type WASMConfig struct {
+	MaxModuleSize int64 `yaml:"maxModuleSize" doc:"module upload cap in bytes"`
+	MemoryPages   int   `yaml:"memoryPages" doc:"guest memory cap in 64 KiB pages"`
+	MaxInput      int   `yaml:"maxInput" doc:"guest input cap in bytes"`
+	MaxOutput     int   `yaml:"maxOutput" doc:"guest output cap in bytes"`
+	PoolSize      int   `yaml:"poolSize" doc:"pre-initialised instances kept per module"`
+	MaxHostCalls  int   `yaml:"maxHostCalls" doc:"host calls per run"`
+}
+
+// HintsConfig is the hint queue.
+type HintsConfig struct {
+	MaxPerStep           int           `yaml:"maxPerStep" doc:"hints delivered per step"`
+	MaxContentChars      int           `yaml:"maxContentChars" doc:"hint length cap in code points"`
+	MaxPendingPerSession int           `yaml:"maxPendingPerSession" doc:"pending hints per session before the oldest is dropped"`
+	KeepConsumed         int           `yaml:"keepConsumed" doc:"consumed hints kept for the snapshot"`
+	Heartbeat            time.Duration `yaml:"heartbeat" doc:"SSE ping interval"`
+	Lease                time.Duration `yaml:"lease" doc:"time a take may stay unconfirmed before its hints return"`
+	Locale               string        `yaml:"locale" doc:"injected message language: en or zh"`
+}
+
+// HooksConfig is the agent-host adapters.
+type HooksConfig struct {
+	DefaultPreset string        `yaml:"defaultPreset" doc:"preset when a hook names none"`
+	FailOpen      bool          `yaml:"failOpen" doc:"command adapter: allow when the server is unreachable"`
+	Timeout       time.Duration `yaml:"timeout" doc:"command adapter: server call timeout"`
+	SkillDir      string        `yaml:"skillDir" doc:"where pixie init installs the agent skill; empty = .claude/skills of the project"`
+}
+
+// PetConfig is Pet.
+type PetConfig struct {
+	Workspace        string `yaml:"workspace" doc:"Pet workspace; empty = <home>/pet/workspace"`
+	MaxSkillFiles    int    `yaml:"maxSkillFiles" doc:"files per imported Skill"`
+	MaxSkillFileSize int64  `yaml:"maxSkillFileSize" doc:"bytes per Skill file"`
+	MaxSkillSize     int64  `yaml:"maxSkillSize" doc:"bytes per Skill in total"`
+}
+
+// LarkConfig is the Lark channel (credentials live in the credentials file, not here).
+type LarkConfig struct {
+	Enabled          bool          `yaml:"enabled" doc:"turn the channel on (it also needs a binding)"`
+	BaseURL          string        `yaml:"baseUrl" doc:"Lark open API base URL"`
+	DefaultWorkspace string        `yaml:"defaultWorkspace" doc:"workspace for automatically created main sessions"`
+	ReplayWindow     time.Duration `yaml:"replayWindow" doc:"accepted age of an event's timestamp"`
+}
+
+// Defaults returns the built-in settings for home.
+func Defaults(home string) Config {
+	return Config{
+		Home:      home,
+		Addr:      "127.0.0.1:7777",
+		LogLevel:  "info",
+		LogFormat: "text",
+		Server: ServerConfig{
+			BodyLimit: 1 << 20, ReadTimeout: 30 * time.Second, WriteTimeout: 120 * time.Second,
+			IdleTimeout: 120 * time.Second, ShutdownTimeout: 10 * time.Second, CookieTTL: 12 * time.Hour,
+			StoreGCInterval: 5 * time.Minute,
+		},
+		Model: ModelConfig{Timeout: 60 * time.Second},
+		Judge: JudgeConfig{Engine: "llm", JevModel: "jev-latest", JevTimeout: 30 * time.Second},
+		Gates: GatesConfig{DefaultTimeout: 60 * time.Second},
+		WASM: WASMConfig{MaxModuleSize: 16 << 20, MemoryPages: 1024, MaxInput: 256 << 10,
+			MaxOutput: 256 << 10, PoolSize: 2, MaxHostCalls: 64},
+		Hints: HintsConfig{MaxPerStep: 20, MaxContentChars: 2000, MaxPendingPerSession: 20,
+			KeepConsumed: 20, Heartbeat: 25 * time.Second, Lease: 2 * time.Minute, Locale: "en"},
+		Hooks: HooksConfig{DefaultPreset: "default", Timeout: 30 * time.Second},
+		Pet:   PetConfig{MaxSkillFiles: 200, MaxSkillFileSize: 1 << 20, MaxSkillSize: 8 << 20},
+		Lark:  LarkConfig{BaseURL: "https://open.feishu.cn", ReplayWindow: 5 * time.Minute},
+	}
+}
+
+// Error names the offending key.
+type Error struct {
+	Key    string // YAML path, e.g. model.timeout
+	Source string // "pixie.yaml", an environment variable name, or a flag
+	Msg    string
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("config: %s (%s): %s", e.Key, e.Source, e.Msg)
+}
+
+// ResolveHome picks the home: flag, else $PIXIE_HOME, else ~/.pixie.
+func ResolveHome(flagHome string, getenv func(string) string) (string, error) {
+	h := flagHome
+	if h == "" {
+		h = getenv("PIXIE_HOME")
+	}
+	if h == "" {
+		uh, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("config: no home directory: %w", err)
+		}
+		h = filepath.Join(uh, ".pixie")
+	}
+	h, err := ExpandPath(h)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Abs(h)
+}
+
+// ExpandPath expands a leading ~/ to the user's home.
+func ExpandPath(p string) (string, error) {
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		uh, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("config: expand %s: %w", p, err)
+		}
+		return filepath.Join(uh, strings.TrimPrefix(p, "~")), nil
+	}
+	return p, nil
+}
+
+// Load builds the effective configuration for home: defaults, then the file (if present), then
+// the environment, then flags (path=value pairs, e.g. {"addr": "127.0.0.1:9000"}).
+func Load(home string, getenv func(string) string, environ []string, flags map[string]string) (Config, error) {
+	c := Defaults(home)
+	raw, err := os.ReadFile(filepath.Join(home, FileName))
+	switch {
+	case err == nil:
+		if err := decodeFile(raw, &c); err != nil {
+			return c, err
+		}
+	case !errors.Is(err, os.ErrNotExist):
+		return c, fmt.Errorf("config: read %s: %w", FileName, err)
+	}
+	fields := leaves(reflect.ValueOf(&c).Elem(), "")
+	for _, f := range fields {
+		if v, ok := lookupEnv(environ, f.env); ok {
+			if err := setString(f.v, v); err != nil {
+				return c, &Error{Key: f.path, Source: f.env, Msg: err.Error()}
+			}
+		}
+	}
+	keys := make([]string, 0, len(flags))
+	for k := range flags {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		f, ok := findField(fields, k)
+		if !ok {
+			return c, &Error{Key: k, Source: "flag", Msg: "unknown key"}
+		}
+		if err := setString(f.v, flags[k]); err != nil {
+			return c, &Error{Key: k, Source: "flag", Msg: err.Error()}
+		}
+	}
+	if err := c.Validate(); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+func lookupEnv(environ []string, name string) (string, bool) {
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+var unknownField = regexp.MustCompile(`line (\d+): field (\S+) not found in type (\S+)`)
+
+// decodeFile decodes YAML strictly and turns unknown fields into an Error naming the full key.
+func decodeFile(raw []byte, c *Config) error {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil {
+		if m := unknownField.FindStringSubmatch(err.Error()); m != nil {
+			return &Error{Key: qualify(m[3], m[2]), Source: FileName + ":" + m[1], Msg: "unknown key"}
+		}
+		var te *yaml.TypeError
+		if errors.As(err, &te) && len(te.Errors) > 0 {
+			return &Error{Key: keyFromTypeError(raw, te.Errors[0]), Source: FileName, Msg: te.Errors[0]}
+		}
+		return &Error{Key: "(file)", Source: FileName, Msg: err.Error()}
+	}
+	return nil
+}
+
+// qualify turns a Go type name and a YAML field into a dotted key, e.g. config.ModelConfig + foo
+// → model.foo.
+func qualify(goType, field string) string {
+	t := reflect.TypeOf(Config{})
+	want := strings.TrimPrefix(goType, "config.")
+	if want == "Config" {
+		return field
+	}
+	var walk func(t reflect.Type, prefix string) string
+	walk = func(t reflect.Type, prefix string) string {
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			name := yamlName(f)
+			if name == "-" || f.Type.Kind() != reflect.Struct || f.Type == reflect.TypeOf(time.Duration(0)) {
+				continue
+			}
+			p := join(prefix, name)
+			if f.Type.Name() == want {
+				return p + "." + field
+			}
+			if r := walk(f.Type, p); r != "" {
+				return r
+			}
+		}
+		return ""
+	}
+	if r := walk(t, ""); r != "" {
+		return r
+	}
+	return field
+}
+
+var lineRe = regexp.MustCompile(`^line (\d+):`)
+
+func keyFromTypeError(raw []byte, msg string) string {
+	m := lineRe.FindStringSubmatch(msg)
+	if m == nil {
+		return "(file)"
+	}
+	n, _ := strconv.Atoi(m[1])
+	lines := strings.Split(string(raw), "\n")
+	if n < 1 || n > len(lines) {
+		return "(file)"
+	}
+	// Rebuild the dotted path from indentation.
+	var path []string
+	var indents []int
+	for i := 0; i < n; i++ {
+		l := lines[i]
+		t := strings.TrimLeft(l, " ")
+		if t == "" || strings.HasPrefix(t, "#") || strings.HasPrefix(t, "-") {
+			continue
+		}
+		k, _, ok := strings.Cut(t, ":")
+		if !ok {
+			continue
+		}
+		ind := len(l) - len(t)
+		for len(indents) > 0 && indents[len(indents)-1] >= ind {
+			indents = indents[:len(indents)-1]
+			path = path[:len(path)-1]
+		}
+		indents = append(indents, ind)
+		path = append(path, strings.TrimSpace(k))
+	}
+	return strings.Join(path, ".")
+}
+
+type field struct {
+	path, env string
+	v         reflect.Value
+	secret    bool
+	doc       string
+}
+
+func yamlName(f reflect.StructField) string {
+	n, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+	if n == "" {
+		n = strings.ToLower(f.Name)
+	}
+	return n
+}
+
+func join(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "." + b
+}
+
+// envName turns model.apiKey into PIXIE_MODEL_API_KEY.
+func envName(path string) string {
+	var b strings.Builder
+	b.WriteString("PIXIE")
+	for _, part := range strings.Split(path, ".") {
+		b.WriteByte('_')
+		for i, r := range part {
+			if unicode.IsUpper(r) && i > 0 {
+				b.WriteByte('_')
+			}
+			b.WriteRune(unicode.ToUpper(r))
+		}
+	}
+	return b.String()
+}
+
+func leaves(v reflect.Value, prefix string) []field {
+	var out []field
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		sf := t.Field(i)
+		name := yamlName(sf)
+		if name == "-" {
+			continue
+		}
+		p := join(prefix, name)
+		fv := v.Field(i)
+		if sf.Type.Kind() == reflect.Struct {
+			out = append(out, leaves(fv, p)...)
+			continue
+		}
+		out = append(out, field{path: p, env: envName(p), v: fv, secret: sf.Tag.Get("secret") == "true", doc: sf.Tag.Get("doc")})
+	}
+	return out
+}
+
+func findField(fs []field, key string) (field, bool) {
+	for _, f := range fs {
+		if strings.EqualFold(f.path, key) {
+			return f, true
+		}
+	}
+	return field{}, false
+}
+
+func setString(v reflect.Value, s string) error {
+	switch v.Interface().(type) {
+	case time.Duration:
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("invalid duration %q (use e.g. 30s, 5m)", s)
+		}
+		v.SetInt(int64(d))
+		return nil
+	}
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(s)
+	case reflect.Bool:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return fmt.Errorf("invalid boolean %q", s)
+		}
+		v.SetBool(b)
+	case reflect.Int, reflect.Int64:
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return fmt.Errorf("invalid integer %q", s)
+		}
+		v.SetInt(n)
+	case reflect.Slice:
+		var parts []string
+		for _, p := range strings.Split(s, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				parts = append(parts, p)
+			}
+		}
+		v.Set(reflect.ValueOf(parts))
+	default:
+		return fmt.Errorf("unsupported setting type %s", v.Type())
+	}
+	return nil
+}
+
+// Validate checks every value and names the first bad key.
+func (c *Config) Validate() error {
+	bad := func(key, msg string, args ...any) error {
+		return &Error{Key: key, Source: "value", Msg: fmt.Sprintf(msg, args...)}
+	}
+	if _, port, err := net.SplitHostPort(c.Addr); err != nil || port == "" {
+		return bad("addr", "must be host:port, got %q", c.Addr)
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return bad("logLevel", "must be debug, info, warn or error, got %q", c.LogLevel)
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		return bad("logFormat", "must be text or json, got %q", c.LogFormat)
+	}
+	for _, m := range []struct {
+		key string
+		m   ModelConfig
+	}{{"model", c.Model}, {"judge.model", c.Judge.Model}} {
+		switch m.m.Provider {
+		case "", "openai", "anthropic":
+		default:
+			return bad(m.key+".provider", "must be openai or anthropic (or empty for none), got %q", m.m.Provider)
+		}
+		if m.m.Provider != "" && m.m.Model == "" {
+			return bad(m.key+".model", "is required when %s.provider is set", m.key)
+		}
+		if m.m.Timeout < 0 {
+			return bad(m.key+".timeout", "must not be negative")
+		}
+	}
+	switch c.Judge.Engine {
+	case "llm", "jev":
+	default:
+		return bad("judge.engine", "must be llm or jev, got %q", c.Judge.Engine)
+	}
+	switch c.Hints.Locale {
+	case "en", "zh":
+	default:
+		return bad("hints.locale", "must be en or zh, got %q", c.Hints.Locale)
+	}
+	positive := []struct {
+		key string
+		n   int64
+	}{
+		{"server.bodyLimit", c.Server.BodyLimit},
+		{"server.readTimeout", int64(c.Server.ReadTimeout)},
+		{"server.writeTimeout", int64(c.Server.WriteTimeout)},
+		{"server.shutdownTimeout", int64(c.Server.ShutdownTimeout)},
+		{"gates.defaultTimeout", int64(c.Gates.DefaultTimeout)},
+		{"wasm.maxModuleSize", c.WASM.MaxModuleSize},
+		{"wasm.memoryPages", int64(c.WASM.MemoryPages)},
+		{"wasm.maxInput", int64(c.WASM.MaxInput)},
+		{"wasm.maxOutput", int64(c.WASM.MaxOutput)},
+		{"wasm.poolSize", int64(c.WASM.PoolSize)},
+		{"wasm.maxHostCalls", int64(c.WASM.MaxHostCalls)},
+		{"hints.maxPerStep", int64(c.Hints.MaxPerStep)},
+		{"hints.maxContentChars", int64(c.Hints.MaxContentChars)},
+		{"hints.maxPendingPerSession", int64(c.Hints.MaxPendingPerSession)},
+		{"hints.keepConsumed", int64(c.Hints.KeepConsumed)},
+		{"hints.heartbeat", int64(c.Hints.Heartbeat)},
+		{"hints.lease", int64(c.Hints.Lease)},
+		{"hooks.timeout", int64(c.Hooks.Timeout)},
+		{"pet.maxSkillFiles", int64(c.Pet.MaxSkillFiles)},
+		{"pet.maxSkillFileSize", c.Pet.MaxSkillFileSize},
+		{"pet.maxSkillSize", c.Pet.MaxSkillSize},
+	}
+	for _, p := range positive {
+		if p.n <= 0 {
+			return bad(p.key, "must be positive")
+		}
+	}
+	if c.WASM.MemoryPages > 65536 {
+		return bad("wasm.memoryPages", "must be at most 65536 (4 GiB)")
+	}
+	if c.PublicURL != "" && !strings.HasPrefix(c.PublicURL, "http://") && !strings.HasPrefix(c.PublicURL, "https://") {
+		return bad("publicUrl", "must start with http:// or https://")
+	}
+	return nil
+}
+
+// Setting is one line of the masked view.
+type Setting struct {
+	Key    string `json:"key"`
+	Env    string `json:"env"`
+	Value  string `json:"value"`
+	Secret bool   `json:"secret,omitempty"`
+	Doc    string `json:"doc,omitempty"`
+}
+
+// Settings lists every setting with secrets masked, in declaration order.
+func (c Config) Settings() []Setting {
+	var out []Setting
+	for _, f := range leaves(reflect.ValueOf(&c).Elem(), "") {
+		val := fmt.Sprint(f.v.Interface())
+		if f.v.Kind() == reflect.Slice {
+			val = strings.Join(f.v.Interface().([]string), ",")
+		}
+		if f.secret {
+			val = Mask(val)
+		}
+		out = append(out, Setting{Key: f.path, Env: f.env, Value: val, Secret: f.secret, Doc: f.doc})
+	}
+	return out
+}
+
+// Mask hides a secret: empty stays empty, anything else becomes "********".
+func Mask(s string) string {
+	if s == "" {
+		return ""
+	}
+	return "********"
+}
