@@ -1,0 +1,144 @@
+// Package importrules keeps the package rooms of DESIGN.md true: for each package, the full
+// set of its dependencies (go list -deps, so transitive imports count) must not reach what its
+// room denies.
+package importrules
+
+import (
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+const mod = "github.com/pixie-dev/pixie"
+
+var (
+	echo    = "github.com/labstack/echo"
+	badger  = "github.com/dgraph-io/badger"
+	wazero  = "github.com/tetratelabs/wazero"
+	extism  = "github.com/extism/go-sdk"
+	server  = mod + "/server"
+	rtime   = mod + "/runtime"
+	stdOnly = "<std>"
+)
+
+// rule: packages matching pattern must not depend on any denied prefix. The special deny
+// stdOnly allows only the standard library plus the listed allow prefixes.
+type rule struct {
+	name    string
+	pattern string // a go list pattern
+	deny    []string
+	allow   []string // with stdOnly: non-std prefixes allowed
+	goos    string   // build for this GOOS/GOARCH (wasip1 packages)
+}
+
+var rules = []rule{
+	{name: "server", pattern: "./server/...", deny: []string{badger, wazero, extism}},
+	{name: "runtime-root", pattern: "./runtime", deny: []string{echo, badger, wazero, extism, server}},
+	{name: "runtime-engines", pattern: "./runtime/...", deny: []string{echo, badger, server}},
+	{name: "hostfuncs", pattern: "./hostfuncs/...", deny: []string{echo, badger, server, rtime}},
+	{name: "store-portable", pattern: "./internal/store", deny: []string{echo, wazero, badger}},
+	{name: "store-drivers", pattern: "./internal/store/...", deny: []string{echo, wazero}},
+	{name: "domain", pattern: "./internal/gate/... ./internal/hint/... ./internal/judge/... ./internal/model/... ./internal/pet/... ./internal/channel/...",
+		deny: []string{echo, badger, wazero, extism}},
+	{name: "abi", pattern: "./internal/abi ./internal/errs", deny: []string{stdOnly}},
+	{name: "sdk", pattern: "./sdk/...", deny: []string{stdOnly}, allow: []string{"github.com/extism/go-pdk", mod + "/internal/abi", mod + "/sdk"}, goos: "wasip1"},
+	{name: "guests", pattern: "./guests/...", deny: []string{stdOnly}, allow: []string{"github.com/extism/go-pdk", mod + "/internal/abi", mod + "/sdk", mod + "/guests"}, goos: "wasip1"},
+}
+
+type pkg struct {
+	ImportPath string
+	Standard   bool
+	Deps       []string
+	DepsErrors []struct{ Err string }
+}
+
+func root(t *testing.T) string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+func list(t *testing.T, r rule) []pkg {
+	args := append([]string{"list", "-e", "-json=ImportPath,Deps,Standard"}, strings.Fields(r.pattern)...)
+	cmd := exec.Command("go", args...)
+	cmd.Dir = root(t)
+	if r.goos != "" {
+		cmd.Env = append(cmd.Environ(), "GOOS="+r.goos, "GOARCH=wasm")
+	}
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list %s: %v", r.pattern, err)
+	}
+	var pkgs []pkg
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for dec.More() {
+		var p pkg
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
+
+func isStd(path string) bool {
+	first, _, _ := strings.Cut(path, "/")
+	return !strings.Contains(first, ".")
+}
+
+func TestImportRules(t *testing.T) {
+	for _, r := range rules {
+		t.Run(r.name, func(t *testing.T) {
+			for _, p := range list(t, r) {
+				if strings.Contains(p.ImportPath, "matched no packages") {
+					continue
+				}
+				for _, d := range p.Deps {
+					for _, deny := range r.deny {
+						if deny == stdOnly {
+							if isStd(d) || hasAnyPrefix(d, r.allow) {
+								continue
+							}
+							t.Errorf("%s depends on %s; its room allows only the standard library%s", p.ImportPath, d, allowText(r.allow))
+							continue
+						}
+						if d == deny || strings.HasPrefix(d, deny+"/") {
+							t.Errorf("%s depends on %s, which its room denies", p.ImportPath, d)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+func hasAnyPrefix(s string, ps []string) bool {
+	for _, p := range ps {
+		if s == p || strings.HasPrefix(s, p+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func allowText(a []string) string {
+	if len(a) == 0 {
+		return ""
+	}
+	return " and " + strings.Join(a, ", ")
+}
+
+// TestImportRulesSeeViolations proves the checker can fail: the Badger driver's dependencies
+// must show Badger, as a deny rule on it would report.
+func TestImportRulesSeeViolations(t *testing.T) {
+	for _, p := range list(t, rule{pattern: "./internal/store/badgerstore"}) {
+		for _, d := range p.Deps {
+			if strings.HasPrefix(d, badger+"/") {
+				return
+			}
+		}
+	}
+	t.Fatal("go list -deps of the Badger driver did not show Badger; the rules above would pass vacuously")
+}
