@@ -1,0 +1,179 @@
+// Package testutil holds helpers shared by tests across packages: building the real pixie
+// binary and the real WASM guests, finding the module root, and starting a real server process.
+package testutil
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Root returns the module root (the directory holding go.mod).
+func Root() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+// PixieBinary builds ./cmd/pixie once per test process and returns the binary's path.
+func PixieBinary(t testing.TB) string {
+	t.Helper()
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "pixie-bin-")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "pixie")
+		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/pixie")
+		cmd.Dir = Root()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("go build ./cmd/pixie: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+// FreeAddr returns a free 127.0.0.1 address.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// Proc is a running `pixie serve`.
+type Proc struct {
+	Cmd    *exec.Cmd
+	Addr   string
+	Home   string
+	URL    string
+	Stdout *lockedBuffer
+	Stderr *lockedBuffer
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// StartServer starts `pixie serve --home home --addr <free>` with extra args and env, and waits
+// until /healthz answers. The process is killed at test end if still running.
+func StartServer(t testing.TB, home string, env []string, args ...string) *Proc {
+	t.Helper()
+	addr := FreeAddr(t)
+	p := &Proc{Addr: addr, Home: home, URL: "http://" + addr, Stdout: &lockedBuffer{}, Stderr: &lockedBuffer{}}
+	p.Cmd = exec.Command(PixieBinary(t), append([]string{"serve", "--home", home, "--addr", addr}, args...)...)
+	p.Cmd.Env = append(cleanEnv(), env...)
+	p.Cmd.Stdout = p.Stdout
+	p.Cmd.Stderr = p.Stderr
+	if err := p.Cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if p.Cmd.ProcessState == nil {
+			_ = p.Cmd.Process.Kill()
+			_, _ = p.Cmd.Process.Wait()
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(p.URL + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return p
+			}
+		}
+		if p.Cmd.ProcessState != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("server did not become healthy\nstdout:\n%s\nstderr:\n%s", p.Stdout, p.Stderr)
+	return nil
+}
+
+// Token reads the admin token from the home.
+func (p *Proc) Token(t testing.TB) string {
+	raw, err := os.ReadFile(filepath.Join(p.Home, "token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(raw))
+}
+
+// Stop sends SIGTERM and waits for exit.
+func (p *Proc) Stop(t testing.TB) {
+	t.Helper()
+	_ = p.Cmd.Process.Signal(os.Interrupt)
+	done := make(chan error, 1)
+	go func() { done <- p.Cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		_ = p.Cmd.Process.Kill()
+		t.Fatal("server did not stop on SIGINT")
+	}
+}
+
+// cleanEnv is the environment for child servers: the parent's, minus Pixie and provider
+// settings that would change their behaviour.
+func cleanEnv() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "PIXIE_") || strings.HasSuffix(k, "_API_KEY") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// RunPixie runs the pixie binary with args and returns its combined output and exit code.
+func RunPixie(t testing.TB, ctx context.Context, env []string, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, PixieBinary(t), args...)
+	cmd.Env = append(cleanEnv(), env...)
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return string(out), code
+}
