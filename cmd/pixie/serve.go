@@ -72,9 +72,30 @@ func loadConfig(name string, args []string) (config.Config, error) {
 }
 
 func cmdConfig(ctx context.Context, args []string) int {
-	cfg, err := loadConfig("config", args)
+	markdown := false
+	rest := args[:0:0]
+	for _, a := range args {
+		if a == "--markdown" {
+			markdown = true
+			continue
+		}
+		rest = append(rest, a)
+	}
+	cfg, err := loadConfig("config", rest)
 	if err != nil {
 		return fail(err)
+	}
+	if markdown {
+		fmt.Println("| key | environment | default | meaning |")
+		fmt.Println("| --- | --- | --- | --- |")
+		for _, s := range cfg.Settings() {
+			def := "(empty)"
+			if s.Value != "" {
+				def = "`" + s.Value + "`"
+			}
+			fmt.Printf("| `%s` | `%s` | %s | %s |\n", s.Key, s.Env, def, s.Doc)
+		}
+		return 0
 	}
 	fmt.Printf("# home: %s\n", cfg.Home)
 	for _, s := range cfg.Settings() {
