@@ -23,6 +23,7 @@
 //	module-name/<name>               module name → sha256
 //	hint/<id>                        hints (internal/hint); ids are time-ordered
 //	hint-lease/<take id>             open takes awaiting confirm or rollback
+//	hint-meta/revision               hint queue revision, bumped by every hint transaction
 //	pet-*/…                          Pet tasks, invocations, runs, skills, env values (internal/pet)
 //	lark-*/…                         Lark channel state, dedup keys with TTL (internal/channel/lark)
 //	cred/<name>                      nothing: credentials live in <home>/credentials.json, not here

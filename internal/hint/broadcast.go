@@ -1,0 +1,184 @@
+package hint
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+
+	"github.com/pixie-dev/pixie/internal/errs"
+)
+
+// Event names of frames.
+const (
+	EventState = "state" // Data is a Snapshot
+	EventHint  = "hint"  // Data is an Action
+)
+
+// maxBacklog is how many action frames a subscriber may fall behind before the oldest are
+// dropped. State frames never pile up: a subscriber holds only the newest.
+const maxBacklog = 256
+
+// Frame is one event for a subscriber, already encoded.
+type Frame struct {
+	// Event is EventState or EventHint.
+	Event string
+	// Data is the JSON of a Snapshot or an Action. It is shared between subscribers and must
+	// not be modified.
+	Data []byte
+}
+
+// broadcaster fans committed changes out to subscribers without ever blocking the writer.
+type broadcaster struct {
+	mu     sync.Mutex
+	subs   map[*Subscription]struct{}
+	closed bool
+}
+
+func newBroadcaster() *broadcaster { return &broadcaster{subs: map[*Subscription]struct{}{}} }
+
+// publish hands one committed change to every subscriber. It encodes once and only appends to
+// each subscriber's mailbox, so its cost does not depend on how fast subscribers read.
+func (b *broadcaster) publish(snap Snapshot, acts []Action) {
+	state, err := json.Marshal(snap)
+	if err != nil {
+		return // a Snapshot always encodes; nothing sensible to do otherwise
+	}
+	frames := make([][]byte, 0, len(acts))
+	for _, a := range acts {
+		raw, err := json.Marshal(a)
+		if err != nil {
+			continue
+		}
+		frames = append(frames, raw)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for s := range b.subs {
+		s.offer(snap.Revision, state, frames)
+	}
+}
+
+func (b *broadcaster) subscribe() *Subscription {
+	s := &Subscription{b: b, ready: make(chan struct{}, 1), done: make(chan struct{})}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		close(s.done)
+		return s
+	}
+	b.subs[s] = struct{}{}
+	return s
+}
+
+func (b *broadcaster) count() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.subs)
+}
+
+func (b *broadcaster) close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed = true
+	for s := range b.subs {
+		s.closeOnce.Do(func() { close(s.done) })
+		delete(b.subs, s)
+	}
+}
+
+// Subscription receives the queue's changes. Wait on Ready, then call Next for the frames; stop
+// when Done is closed (the queue closed) and call Close when no longer interested.
+type Subscription struct {
+	b         *broadcaster
+	ready     chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+
+	mu      sync.Mutex
+	seenRev uint64 // revision of the newest state queued or delivered
+	state   []byte // newest undelivered state, nil when none
+	actions [][]byte
+	dropped int
+}
+
+// Subscribe starts a subscription and returns it with the current snapshot; the subscription
+// delivers only states newer than that snapshot.
+func (q *Queue) Subscribe(ctx context.Context) (*Subscription, Snapshot, error) {
+	s := q.bc.subscribe()
+	select {
+	case <-s.done:
+		return nil, Snapshot{}, errs.New(errs.Unavailable, "the hint queue is shutting down")
+	default:
+	}
+	snap, err := q.Snapshot(ctx)
+	if err != nil {
+		s.Close()
+		return nil, Snapshot{}, err
+	}
+	s.mu.Lock()
+	if snap.Revision >= s.seenRev {
+		s.seenRev, s.state = snap.Revision, nil
+	}
+	s.mu.Unlock()
+	return s, snap, nil
+}
+
+// Subscribers is the number of open subscriptions.
+func (q *Queue) Subscribers() int { return q.bc.count() }
+
+func (s *Subscription) offer(rev uint64, state []byte, acts [][]byte) {
+	s.mu.Lock()
+	if rev > s.seenRev {
+		s.seenRev, s.state = rev, state
+	}
+	for _, a := range acts {
+		if len(s.actions) >= maxBacklog {
+			s.actions = s.actions[1:]
+			s.dropped++
+		}
+		s.actions = append(s.actions, a)
+	}
+	s.mu.Unlock()
+	select {
+	case s.ready <- struct{}{}:
+	default:
+	}
+}
+
+// Ready receives a value when frames may be waiting.
+func (s *Subscription) Ready() <-chan struct{} { return s.ready }
+
+// Done is closed when the subscription ends (Close, or the queue closed).
+func (s *Subscription) Done() <-chan struct{} { return s.done }
+
+// Next returns the waiting frames: the newest state first (if one is newer than what was
+// delivered), then the action frames in order. It returns nil when nothing waits.
+func (s *Subscription) Next() []Frame {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Frame
+	if s.state != nil {
+		out = append(out, Frame{Event: EventState, Data: s.state})
+		s.state = nil
+	}
+	for _, a := range s.actions {
+		out = append(out, Frame{Event: EventHint, Data: a})
+	}
+	s.actions = nil
+	return out
+}
+
+// Dropped is how many action frames were dropped because the subscriber fell behind.
+func (s *Subscription) Dropped() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.dropped
+}
+
+// Close ends the subscription. It is safe to call more than once.
+func (s *Subscription) Close() {
+	s.b.mu.Lock()
+	delete(s.b.subs, s)
+	s.b.mu.Unlock()
+	s.closeOnce.Do(func() { close(s.done) })
+}
