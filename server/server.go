@@ -202,6 +202,7 @@ func (s *Server) routes() {
 	authed.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})))
 	s.v1 = s.e.Group("/v1", s.requireAuth)
 	s.v1.GET("/info", s.info)
+	s.mountUI()
 }
 
 func (s *Server) healthz(c echo.Context) error {
