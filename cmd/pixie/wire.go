@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 
 	"github.com/pixie-dev/pixie/internal/config"
+	"github.com/pixie-dev/pixie/internal/model"
 	"github.com/pixie-dev/pixie/internal/store"
 	"github.com/pixie-dev/pixie/server"
 )
@@ -13,9 +15,14 @@ import (
 // engines (Badger, wazero, bash) for the portable interfaces the domains use.
 func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *store.Store, token string) (*app, error) {
 	a := &app{}
+	pixieModel, err := model.New(modelConfig(cfg.Model))
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
 	info := map[string]any{
-		"home": cfg.Home,
-		"addr": cfg.Addr,
+		"home":  cfg.Home,
+		"addr":  cfg.Addr,
+		"model": pixieModel.Info(),
 	}
 	deps := server.Deps{
 		Store: st,
@@ -34,4 +41,9 @@ func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *stor
 		Logger:       log,
 	}, deps)
 	return a, nil
+}
+
+// modelConfig maps the file's model section to the provider configuration.
+func modelConfig(c config.ModelConfig) model.Config {
+	return model.Config{Provider: c.Provider, BaseURL: c.BaseURL, Model: c.Model, APIKey: c.APIKey, Timeout: c.Timeout}
 }
