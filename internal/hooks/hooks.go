@@ -1,0 +1,309 @@
+// Package hooks owns Pixie's adapter for the hook protocol of Claude Code (and Codex, whose hook
+// engine speaks the same wire format): it maps a hook input to a Pixie gate evaluation (Map), turns
+// the gate's outcome and the session's pending hints into the hook output (Render), and runs the
+// whole exchange against the gate and the hint queue (Service), keeping each session's turn number
+// in the store. HTTP lives in the server package (POST /v1/hooks/claude-code); the command adapter
+// (`pixie hook claude`) posts the same JSON there. The user guide is docs/agents/claude-code.md.
+//
+// # Mapping
+//
+//	hook event                      point          target                       agent
+//	UserPromptSubmit                user-message   prompt                       root
+//	PreToolUse, tool Agent or Task  agent-message  tool_input.prompt            child if agent_id, else root
+//	PreToolUse, other tools         tool-before    tool_input (JSON)            child if agent_id, else root
+//	PostToolUse                     tool-after     tool_response                child if agent_id, else root
+//	Stop                            turn-end       last_assistant_message       root
+//	SubagentStop                    turn-end       last_assistant_message       child
+//
+// Every other event is unhandled: it is answered {} without touching the store.
+//
+// A tool result is structured when tool_response is a JSON object or array (Claude Code's
+// built-in tools answer objects such as {"stdout":…,"stderr":…}); its target is then the JSON
+// text and a replacement cannot apply (the gate turns it into a note). A JSON string is plain
+// text and can be replaced through updatedToolOutput. An Agent/Task call whose tool_input has no
+// string prompt is gated as an ordinary tool-before call.
+//
+// The session's sandbox policy, which legacy scripts run under, comes from permission_mode:
+// "plan" is read-only, "bypassPermissions" is full, and every other mode (default, acceptEdits,
+// dontAsk, absent or unknown) is workspace-write. The session's cwd is the input's cwd.
+//
+// # Turns
+//
+// UserPromptSubmit starts a turn and Stop ends it (SubagentStop does not). The turn number is
+// kept per session in the store (hook-turn/<session>): it advances at UserPromptSubmit, and also
+// when any other event carries a turn key (Codex's turn_id, else Claude Code's prompt_id) that
+// differs from the one last seen, so a session whose start Pixie missed still gets a fresh turn
+// and a fresh redo budget. A redo asked at Stop keeps the turn open: the agent continues the same
+// turn, so the gate's per-turn redo limit counts across the redos.
+package hooks
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/pixie-dev/pixie/internal/abi"
+	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/runtime"
+)
+
+// Hook event names handled by Pixie.
+const (
+	EventUserPromptSubmit = "UserPromptSubmit"
+	EventPreToolUse       = "PreToolUse"
+	EventPostToolUse      = "PostToolUse"
+	EventStop             = "Stop"
+	EventSubagentStop     = "SubagentStop"
+)
+
+// Agents of an event (the gate's root/child).
+const (
+	AgentRoot  = "root"
+	AgentChild = "child"
+)
+
+// Limits of an input.
+const (
+	// MaxSessionIDLen caps session_id in bytes (the hint queue's cap).
+	MaxSessionIDLen = 256
+	// MaxInputSize caps a hook input in bytes; tool results can be large.
+	MaxInputSize = 8 << 20
+)
+
+// Input is the part of a Claude Code / Codex hook input that Pixie reads. Unknown fields are
+// ignored: hosts add fields over time.
+type Input struct {
+	SessionID      string `json:"session_id"`
+	TranscriptPath string `json:"transcript_path,omitempty"`
+	Cwd            string `json:"cwd"`
+	PromptID       string `json:"prompt_id,omitempty"`
+	PermissionMode string `json:"permission_mode,omitempty"`
+	HookEventName  string `json:"hook_event_name"`
+	// TurnID and Model are sent by Codex.
+	TurnID string `json:"turn_id,omitempty"`
+	Model  string `json:"model,omitempty"`
+	// AgentID and AgentType are set inside subagents.
+	AgentID   string `json:"agent_id,omitempty"`
+	AgentType string `json:"agent_type,omitempty"`
+
+	// UserPromptSubmit.
+	Prompt *string `json:"prompt,omitempty"`
+	// PreToolUse / PostToolUse.
+	ToolName     string          `json:"tool_name,omitempty"`
+	ToolInput    json.RawMessage `json:"tool_input,omitempty"`
+	ToolUseID    string          `json:"tool_use_id,omitempty"`
+	ToolResponse json.RawMessage `json:"tool_response,omitempty"`
+	// Stop / SubagentStop.
+	StopHookActive       bool    `json:"stop_hook_active,omitempty"`
+	LastAssistantMessage *string `json:"last_assistant_message,omitempty"`
+}
+
+// Event is a hook input mapped to Pixie's terms.
+type Event struct {
+	// Name is the hook event name (hook_event_name).
+	Name string
+	// Handled is false for events Pixie does not gate; only Name is set then.
+	Handled bool
+	// Point is the gate point (abi.Point…).
+	Point string
+	// Agent is AgentRoot or AgentChild.
+	Agent string
+	// SessionID is the host's session id.
+	SessionID string
+	// Cwd is the session's working directory; Policy its sandbox policy.
+	Cwd    string
+	Policy runtime.Policy
+	// TurnKey identifies the host's turn when it tells one (turn_id, else prompt_id).
+	TurnKey string
+	// ToolName and ToolArgs (the tool_input JSON) are set at tool and agent-message points.
+	ToolName string
+	ToolArgs string
+	// ToolInput is the tool_input object, kept to build updatedInput.
+	ToolInput json.RawMessage
+	// Target is the text the gate checks.
+	Target string
+	// Structured marks a tool result that is a JSON object or array (see the package comment).
+	Structured bool
+	// StopHookActive is set at turn-end when the agent is already continuing because of a Stop
+	// hook.
+	StopHookActive bool
+}
+
+// Map decodes a hook input and maps it to an Event. An event Pixie does not handle maps to an
+// Event with Handled false and no error. Malformed input fails with an errs.Invalid error.
+func Map(input []byte) (Event, error) {
+	if len(input) > MaxInputSize {
+		return Event{}, errs.New(errs.TooLarge, "hook input is over the %d-byte limit", MaxInputSize)
+	}
+	trimmed := bytes.TrimSpace(input)
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return Event{}, errs.New(errs.Invalid, "hook input must be a JSON object")
+	}
+	var in Input
+	dec := json.NewDecoder(bytes.NewReader(trimmed))
+	if err := dec.Decode(&in); err != nil {
+		return Event{}, errs.Wrap(errs.Invalid, err, "invalid hook input JSON: %s", err.Error())
+	}
+	if dec.More() {
+		return Event{}, errs.New(errs.Invalid, "invalid hook input JSON: trailing data after the object")
+	}
+	return MapInput(in)
+}
+
+// MapInput maps a decoded hook input (see Map).
+func MapInput(in Input) (Event, error) {
+	if in.HookEventName == "" {
+		return Event{}, errs.New(errs.Invalid, "hook_event_name is required")
+	}
+	ev := Event{Name: in.HookEventName}
+	switch in.HookEventName {
+	case EventUserPromptSubmit, EventPreToolUse, EventPostToolUse, EventStop, EventSubagentStop:
+	default:
+		return ev, nil
+	}
+	if err := checkSession(in.SessionID); err != nil {
+		return Event{}, err
+	}
+	ev.Handled = true
+	ev.SessionID = in.SessionID
+	ev.Cwd = in.Cwd
+	ev.Policy = PolicyOf(in.PermissionMode)
+	ev.TurnKey = in.TurnID
+	if ev.TurnKey == "" {
+		ev.TurnKey = in.PromptID
+	}
+	ev.Agent = AgentRoot
+	if in.AgentID != "" {
+		ev.Agent = AgentChild
+	}
+	switch in.HookEventName {
+	case EventUserPromptSubmit:
+		if in.Prompt == nil {
+			return Event{}, errs.New(errs.Invalid, "UserPromptSubmit input has no prompt")
+		}
+		ev.Point, ev.Agent, ev.Target = abi.PointUserMessage, AgentRoot, *in.Prompt
+	case EventPreToolUse, EventPostToolUse:
+		if strings.TrimSpace(in.ToolName) == "" {
+			return Event{}, errs.New(errs.Invalid, "%s input has no tool_name", in.HookEventName)
+		}
+		args, err := toolInput(in.ToolInput)
+		if err != nil {
+			return Event{}, err
+		}
+		ev.ToolName, ev.ToolArgs, ev.ToolInput = in.ToolName, string(args), args
+		if in.HookEventName == EventPreToolUse {
+			ev.Point, ev.Target = abi.PointToolBefore, string(args)
+			if prompt, ok := agentPrompt(in.ToolName, args); ok {
+				ev.Point, ev.Target = abi.PointAgentMessage, prompt
+			}
+			break
+		}
+		if len(in.ToolResponse) == 0 {
+			return Event{}, errs.New(errs.Invalid, "PostToolUse input has no tool_response")
+		}
+		ev.Point = abi.PointToolAfter
+		ev.Target, ev.Structured, err = toolResponse(in.ToolResponse)
+		if err != nil {
+			return Event{}, err
+		}
+	case EventStop, EventSubagentStop:
+		ev.Point, ev.Agent, ev.StopHookActive = abi.PointTurnEnd, AgentRoot, in.StopHookActive
+		if in.HookEventName == EventSubagentStop {
+			ev.Agent = AgentChild
+		}
+		if in.LastAssistantMessage != nil {
+			ev.Target = *in.LastAssistantMessage
+		}
+	}
+	return ev, nil
+}
+
+// PolicyOf maps a permission_mode to the session's sandbox policy (see the package comment).
+func PolicyOf(permissionMode string) runtime.Policy {
+	switch permissionMode {
+	case "plan":
+		return runtime.PolicyReadOnly
+	case "bypassPermissions":
+		return runtime.PolicyFull
+	}
+	return runtime.PolicyWorkspaceWrite
+}
+
+// IsHandled reports whether Pixie gates the hook event name.
+func IsHandled(name string) bool {
+	switch name {
+	case EventUserPromptSubmit, EventPreToolUse, EventPostToolUse, EventStop, EventSubagentStop:
+		return true
+	}
+	return false
+}
+
+func checkSession(s string) error {
+	switch {
+	case s == "":
+		return errs.New(errs.Invalid, "session_id is required")
+	case s == "*":
+		return errs.New(errs.Invalid, "session_id %q is reserved", s)
+	case len(s) > MaxSessionIDLen:
+		return errs.New(errs.Invalid, "session_id is over %d bytes", MaxSessionIDLen)
+	case !utf8.ValidString(s):
+		return errs.New(errs.Invalid, "session_id is not valid UTF-8")
+	case strings.IndexFunc(s, unicode.IsControl) >= 0:
+		return errs.New(errs.Invalid, "session_id must not contain control characters")
+	}
+	return nil
+}
+
+// toolInput returns tool_input as compact JSON; it must be a JSON object (absent means {}).
+func toolInput(raw json.RawMessage) (json.RawMessage, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return json.RawMessage("{}"), nil
+	}
+	if raw[0] != '{' {
+		return nil, errs.New(errs.Invalid, "tool_input must be a JSON object")
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return nil, errs.Wrap(errs.Invalid, err, "invalid tool_input: %s", err.Error())
+	}
+	return b.Bytes(), nil
+}
+
+// agentPrompt returns the message of a subagent call: tool Agent (or Task) with a string
+// tool_input.prompt.
+func agentPrompt(tool string, args json.RawMessage) (string, bool) {
+	if tool != "Agent" && tool != "Task" {
+		return "", false
+	}
+	var v struct {
+		Prompt *string `json:"prompt"`
+	}
+	if json.Unmarshal(args, &v) != nil || v.Prompt == nil {
+		return "", false
+	}
+	return *v.Prompt, true
+}
+
+// toolResponse returns the tool-after target: a JSON string's text, or the compact JSON of any
+// other value (structured when it is an object or array).
+func toolResponse(raw json.RawMessage) (string, bool, error) {
+	raw = bytes.TrimSpace(raw)
+	switch raw[0] {
+	case '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return "", false, errs.Wrap(errs.Invalid, err, "invalid tool_response: %s", err.Error())
+		}
+		return s, false, nil
+	case 'n':
+		return "", false, nil
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return "", false, errs.Wrap(errs.Invalid, err, "invalid tool_response: %s", err.Error())
+	}
+	return b.String(), raw[0] == '{' || raw[0] == '[', nil
+}
