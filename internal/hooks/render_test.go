@@ -163,7 +163,7 @@ func walkStrings(v any, f func(string)) {
 }
 
 func TestRenderCaps(t *testing.T) {
-	big := strings.Repeat("界", MaxStringLen+5) // one UTF-16 unit each
+	big := strings.Repeat("界", MaxStringLen+5)     // one UTF-16 unit each
 	emoji := strings.Repeat("😀", MaxStringLen/2+1) // two UTF-16 units each
 	tests := []struct {
 		name    string
