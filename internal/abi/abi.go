@@ -23,6 +23,10 @@ const (
 const (
 	EntryGate = "gate" // gate rules: func gate() int32, the return value is the exit code
 	EntryRun  = "run"  // Pet skills: func run() int32
+	// EntryInit is an optional export (func pixie_init() int32, a no-op) that the host calls once
+	// when it pre-initialises a pooled instance, so the guest runtime's initialisation runs
+	// before the instance waits in the pool. The Go SDK exports it.
+	EntryInit = "pixie_init"
 )
 
 // Exit codes of the run contract (bash exit status, or the WASM entry point's return value).

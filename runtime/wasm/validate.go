@@ -1,0 +1,172 @@
+package wasm
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	extism "github.com/extism/go-sdk"
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/pixie-dev/pixie/hostfuncs"
+	"github.com/pixie-dev/pixie/internal/abi"
+	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/runtime/modules"
+)
+
+// Import namespaces the host provides.
+const (
+	nsWASI       = "wasi_snapshot_preview1"
+	nsExtismEnv  = "extism:host/env"
+	maxReasonLen = 500
+)
+
+// Validator checks modules for the registry (it implements modules.Validator). It compiles
+// through the same configuration and compilation cache directory as the Executor, so an
+// accepted module is already compiled on disk when it first runs.
+type Validator struct {
+	e    *engine
+	wasi map[string]bool
+	// sem lets one validation run at a time: each compiles a module and instantiates it once.
+	sem chan struct{}
+}
+
+var _ modules.Validator = (*Validator)(nil)
+
+// NewValidator returns a validator using cfg's limits and cache directory.
+func NewValidator(ctx context.Context, cfg Config) (*Validator, error) {
+	e, err := newEngine(cfg)
+	if err != nil {
+		return nil, err
+	}
+	// The WASI function names the host provides, read off wazero's implementation.
+	rt := wazero.NewRuntime(ctx)
+	defer rt.Close(ctx)
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+		return nil, fmt.Errorf("wasm: instantiate WASI: %w", err)
+	}
+	wasi := map[string]bool{}
+	for name := range rt.Module(nsWASI).ExportedFunctionDefinitions() {
+		wasi[name] = true
+	}
+	return &Validator{e: e, wasi: wasi, sem: make(chan struct{}, 1)}, nil
+}
+
+// Close releases the compilation cache.
+func (v *Validator) Close(ctx context.Context) error { return v.e.close(ctx) }
+
+// Validate implements modules.Validator: wasm must be at most Config.MaxModuleSize bytes,
+// compile, export entry ("" means abi.EntryGate) as a function of no parameters returning
+// i32, import only the host's functions (WASI, extism's kernel, and the pixie_* functions in
+// abi.Namespace) and no memory, table or global, and instantiate within the memory limit.
+// Refusals are errs.Unprocessable (errs.TooLarge for the size) with the reason.
+func (v *Validator) Validate(ctx context.Context, wasm []byte, entry string) (modules.Info, error) {
+	if entry == "" {
+		entry = abi.EntryGate
+	}
+	if int64(len(wasm)) > v.e.cfg.MaxModuleSize {
+		return modules.Info{}, errs.New(errs.TooLarge, "module is %d bytes; the limit is %d", len(wasm), v.e.cfg.MaxModuleSize)
+	}
+	if len(wasm) == 0 {
+		return modules.Info{}, errs.New(errs.Unprocessable, "module is empty")
+	}
+	select {
+	case v.sem <- struct{}{}:
+		defer func() { <-v.sem }()
+	case <-ctx.Done():
+		return modules.Info{}, errs.Wrap(errs.Timeout, ctx.Err(), "validation was not started before the deadline")
+	}
+
+	rt := wazero.NewRuntimeWithConfig(ctx, v.e.rc)
+	defer rt.Close(ctx)
+	cm, err := rt.CompileModule(ctx, wasm)
+	if err != nil {
+		return modules.Info{}, refuse("module does not compile: %v", err)
+	}
+	var info modules.Info
+	var bad []string
+	user := map[string]bool{}
+	for _, n := range hostfuncs.Names() {
+		user[n] = true
+	}
+	for _, f := range cm.ImportedFunctions() {
+		mod, name, _ := f.Import()
+		info.Imports = append(info.Imports, mod+"."+name)
+		ok := false
+		switch mod {
+		case nsWASI:
+			ok = v.wasi[name]
+		case nsExtismEnv:
+			ok = true // checked by instantiating below
+		case abi.Namespace:
+			ok = user[name]
+		}
+		if !ok {
+			bad = append(bad, mod+"."+name)
+		}
+	}
+	for _, kind := range []struct {
+		what string
+		defs []api.MemoryDefinition
+	}{{"memory", cm.ImportedMemories()}} {
+		for _, d := range kind.defs {
+			mod, name, _ := d.Import()
+			bad = append(bad, fmt.Sprintf("%s %s.%s", kind.what, mod, name))
+		}
+	}
+	if len(bad) > 0 {
+		slices.Sort(bad)
+		return modules.Info{}, refuse("module imports what the host does not provide: %s", strings.Join(bad, ", "))
+	}
+	for name := range cm.ExportedFunctions() {
+		info.Exports = append(info.Exports, name)
+	}
+	slices.Sort(info.Exports)
+	slices.Sort(info.Imports)
+	fn, ok := cm.ExportedFunctions()[entry]
+	if !ok {
+		return modules.Info{}, refuse("module does not export the entry point %q (exports: %s)", entry, strings.Join(info.Exports, ", "))
+	}
+	if len(fn.ParamTypes()) != 0 || !slices.Equal(fn.ResultTypes(), []api.ValueType{api.ValueTypeI32}) {
+		return modules.Info{}, refuse("entry point %q must take no parameters and return i32; it is %s", entry, signature(fn))
+	}
+	if err := cm.Close(ctx); err != nil {
+		return modules.Info{}, fmt.Errorf("wasm: close compiled module: %w", err)
+	}
+
+	// Instantiate it once as the executor would: this resolves every import against the real
+	// host modules (names and signatures) and checks the memory limit.
+	cp, err := v.e.compile(ctx, wasm)
+	if err != nil {
+		return modules.Info{}, refuse("module does not compile: %v", err)
+	}
+	defer cp.Close(ctx)
+	p, err := cp.Instance(ctx, extism.PluginInstanceConfig{ModuleConfig: moduleConfig(&capBuffer{max: 1024}, "")})
+	if err != nil {
+		return modules.Info{}, refuse("module cannot be instantiated: %v", err)
+	}
+	_ = p.Close(ctx)
+	return info, nil
+}
+
+func signature(fn api.FunctionDefinition) string {
+	names := func(ts []api.ValueType) string {
+		var s []string
+		for _, t := range ts {
+			s = append(s, api.ValueTypeName(t))
+		}
+		return strings.Join(s, ", ")
+	}
+	return fmt.Sprintf("(%s) -> (%s)", names(fn.ParamTypes()), names(fn.ResultTypes()))
+}
+
+func refuse(format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	if len(msg) > maxReasonLen {
+		msg = msg[:maxReasonLen] + "…"
+	}
+	return errs.New(errs.Unprocessable, "%s", msg)
+}

@@ -1,0 +1,103 @@
+// Package wasm is the WebAssembly executor of the run contract: it runs rule modules with
+// extism/go-sdk on wazero, and validates modules for the registry (runtime/modules).
+//
+// Decisions (docs/abi.md has the guest-facing side):
+//
+//   - Compile once. Each module (by sha256) is compiled once into an extism CompiledPlugin in
+//     its own wazero runtime; every runtime shares one wazero compilation cache, in memory and,
+//     with Config.CacheDir, on disk, so a restart (and the first run after an upload, which the
+//     Validator already compiled) reads machine code instead of compiling it. At most
+//     Config.MaxModules compiled modules are kept, least recently used first out.
+//   - Single-use instances, pre-initialised. An instance runs exactly one rule call and is then
+//     closed, so no state leaks between runs. Instantiating and initialising a Go guest costs
+//     milliseconds, so each module keeps a pool of Config.PoolSize ready instances, refilled in
+//     the background; the run path takes one (or, when the pool is empty, makes one itself).
+//     Pre-initialising calls the optional export abi.EntryInit, which makes extism run the
+//     guest's _initialize; the SDK exports it.
+//   - Limits. Memory is capped at Config.MemoryPages (wazero's memory limit, so a memory bomb
+//     fails to grow and the guest dies); the run's context carries its time limit and wazero's
+//     CloseOnContextDone interrupts a spinning guest; input, output and host calls are capped.
+//     A trap, a timeout or a guest that exits (a Go panic or out-of-memory exits with status 2)
+//     is an error wrapping runtime.ErrTrap or runtime.ErrTimeout, and the instance is gone.
+//   - Sandbox. WASI without network (extism's http_request is denied: no allowed hosts) and
+//     without a filesystem, except a read-only mount of the session's cwd at MountPath when the
+//     request asks for it and carries a sandbox policy. Such runs use a fresh instance (the pool
+//     has no mount). Clocks are real; randomness comes from crypto/rand; guest stdout and
+//     stderr are kept (capped) as Result.Stderr.
+package wasm
+
+import (
+	"time"
+
+	"github.com/pixie-dev/pixie/hostfuncs"
+	"github.com/pixie-dev/pixie/internal/abi"
+	"github.com/pixie-dev/pixie/runtime/modules"
+)
+
+// MountPath is where the session's cwd appears inside a guest, read-only; PWD is set to it.
+const MountPath = "/work"
+
+// Defaults of Config.
+const (
+	DefaultMemoryPages = 512 // 32 MiB: a Go guest starts at about 40 pages and grows 64 at a time
+	DefaultMaxInput    = 1 << 20
+	DefaultMaxOutput   = abi.MaxOutputSize
+	DefaultPoolSize    = 2
+	DefaultMaxModules  = 32
+	DefaultTimeout     = 60 * time.Second
+	// DefaultInitTimeout bounds pre-initialising one instance in the background.
+	DefaultInitTimeout = 10 * time.Second
+	maxStderr          = 64 << 10
+)
+
+// Config configures the executor and the validator. The zero value works.
+type Config struct {
+	// CacheDir holds wazero's compilation cache; empty keeps compiled code in memory only.
+	CacheDir string
+	// MaxModuleSize caps a module's size in bytes; zero means modules.DefaultMaxSize (16 MiB).
+	MaxModuleSize int64
+	// MemoryPages caps a guest's linear memory, in 64 KiB pages; zero means DefaultMemoryPages.
+	MemoryPages uint32
+	// MaxInput caps the target (plug-in input) in bytes; zero means DefaultMaxInput (1 MiB).
+	MaxInput int
+	// MaxOutput caps the output in bytes; zero means DefaultMaxOutput (256 KiB).
+	MaxOutput int
+	// PoolSize is how many pre-initialised instances each module keeps ready; zero means
+	// DefaultPoolSize, a negative value disables the pool.
+	PoolSize int
+	// MaxHostCalls caps the pixie_* host calls of one run; zero means
+	// hostfuncs.DefaultMaxHostCalls.
+	MaxHostCalls int
+	// MaxModules caps the compiled modules kept in memory; zero means DefaultMaxModules.
+	MaxModules int
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxModuleSize <= 0 {
+		c.MaxModuleSize = modules.DefaultMaxSize
+	}
+	if c.MemoryPages == 0 {
+		c.MemoryPages = DefaultMemoryPages
+	}
+	if c.MemoryPages > 65536 {
+		c.MemoryPages = 65536
+	}
+	if c.MaxInput <= 0 {
+		c.MaxInput = DefaultMaxInput
+	}
+	if c.MaxOutput <= 0 {
+		c.MaxOutput = DefaultMaxOutput
+	}
+	if c.PoolSize == 0 {
+		c.PoolSize = DefaultPoolSize
+	} else if c.PoolSize < 0 {
+		c.PoolSize = 0
+	}
+	if c.MaxHostCalls <= 0 {
+		c.MaxHostCalls = hostfuncs.DefaultMaxHostCalls
+	}
+	if c.MaxModules <= 0 {
+		c.MaxModules = DefaultMaxModules
+	}
+	return c
+}
