@@ -1,0 +1,206 @@
+//go:build linux
+
+package bash
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/runtime"
+	"github.com/pixie-dev/pixie/runtime/sandbox"
+)
+
+func supported() error { return nil }
+
+// stopReason is why the executor stopped a run.
+type stopReason int
+
+const (
+	notStopped stopReason = iota
+	stopTimeout
+	stopCancel
+	stopOverflow
+)
+
+// run starts argv as its own process group, feeds it the target, supervises it and turns the
+// outcome into a Result or an error.
+func (e *Executor) run(ctx context.Context, argv []string, sandboxed bool, env []string, req runtime.Request, timeout time.Duration) (runtime.Result, error) {
+	overflow := make(chan struct{})
+	var overflowOnce sync.Once
+	stdout := &capWriter{max: e.maxOut, onOver: func() { overflowOnce.Do(func() { close(overflow) }) }}
+	stderr := &capWriter{max: e.maxErr, note: "\n[stderr truncated]"}
+
+	cmd := &exec.Cmd{
+		Path:        argv[0],
+		Args:        argv,
+		Dir:         req.Cwd,
+		Env:         env,
+		Stdin:       strings.NewReader(req.Target),
+		Stdout:      stdout,
+		Stderr:      stderr,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+		WaitDelay:   waitDelay,
+	}
+	var statusR *os.File
+	if sandboxed {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return runtime.Result{}, errs.Wrap(errs.Internal, err, "status pipe: %v", err)
+		}
+		defer r.Close()
+		statusR = r
+		cmd.ExtraFiles = []*os.File{w}
+		defer w.Close()
+	}
+
+	runCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return runtime.Result{}, errs.Wrap(errs.Unavailable, err, "starting the script: %v", err)
+	}
+	pid := cmd.Process.Pid
+	status := make(chan []byte, 1)
+	if sandboxed {
+		// Our copy of the write end must go, or the read below never ends.
+		_ = cmd.ExtraFiles[0].Close()
+		go func() {
+			b, _ := io.ReadAll(io.LimitReader(statusR, 4096))
+			status <- b
+		}()
+	} else {
+		status <- nil
+	}
+
+	exited := make(chan struct{})
+	go func() {
+		waitExited(pid)
+		close(exited)
+	}()
+
+	reason := notStopped
+	select {
+	case <-exited:
+	case <-runCtx.Done():
+		reason = stopTimeout
+		if ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			reason = stopCancel
+		}
+	case <-overflow:
+		reason = stopOverflow
+	}
+	if reason != notStopped {
+		e.stop(pid, exited)
+	}
+	duration := time.Since(start)
+	// The leader has exited but is not reaped yet, so its process group id cannot have been
+	// reused: kill whatever the script left running in its group.
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	waitErr := cmd.Wait()
+	statusMsg := <-status
+
+	res := runtime.Result{ExitCode: -1, Stderr: stderr.String(), Duration: duration}
+	if err := sandbox.DecodeStatus(statusMsg); err != nil {
+		return res, err
+	}
+	switch reason {
+	case stopOverflow:
+		return res, errs.Wrap(errs.TooLarge, runtime.ErrOutputTooLarge, "script stdout is over the %d-byte cap", e.maxOut)
+	case stopTimeout:
+		return res, errs.Wrap(errs.Timeout, runtime.ErrTimeout, "script timed out after %s", timeout)
+	case stopCancel:
+		return res, errs.Wrap(errs.Unavailable, ctx.Err(), "script run cancelled")
+	}
+	ps := cmd.ProcessState
+	if ps == nil {
+		return res, errs.Wrap(errs.Internal, waitErr, "script: %v", waitErr)
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return res, errs.Wrap(errs.Unprocessable, runtime.ErrTrap, "script was killed by signal %s", ws.Signal())
+	}
+	// A non-zero exit is an answer, not an error; ErrWaitDelay only means a process that left
+	// the group still held the output pipes when the script ended.
+	var ee *exec.ExitError
+	if waitErr != nil && !errors.As(waitErr, &ee) && !errors.Is(waitErr, exec.ErrWaitDelay) {
+		return res, errs.Wrap(errs.Internal, waitErr, "script: %v", waitErr)
+	}
+	res.ExitCode = ps.ExitCode()
+	res.Stdout = trimBoundaryNewlines(stdout.String())
+	return res, nil
+}
+
+// stop kills the process group: SIGTERM first when a grace period is configured, then SIGKILL.
+// It returns once the leader has exited.
+func (e *Executor) stop(pid int, exited <-chan struct{}) {
+	if e.grace > 0 {
+		_ = syscall.Kill(-pid, syscall.SIGTERM)
+		t := time.NewTimer(e.grace)
+		select {
+		case <-exited:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	<-exited
+}
+
+// waitExited blocks until the process pid has exited, without reaping it (WNOWAIT): cmd.Wait
+// reaps it later, after the group has been swept.
+func waitExited(pid int) {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if !errors.Is(err, syscall.EINTR) {
+			return
+		}
+	}
+}
+
+// capWriter keeps the first max bytes written to it and drops the rest, calling onOver once
+// when something is dropped; String then ends with note.
+type capWriter struct {
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	max    int
+	over   bool
+	onOver func()
+	note   string
+}
+
+func (w *capWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if room := w.max - w.buf.Len(); len(p) > room {
+		w.buf.Write(p[:max(room, 0)])
+		if !w.over {
+			w.over = true
+			if w.onOver != nil {
+				w.onOver()
+			}
+		}
+		return len(p), nil
+	}
+	w.buf.Write(p)
+	return len(p), nil
+}
+
+func (w *capWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.over {
+		return w.buf.String() + w.note
+	}
+	return w.buf.String()
+}

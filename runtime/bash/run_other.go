@@ -1,0 +1,19 @@
+//go:build !linux
+
+package bash
+
+import (
+	"context"
+	"time"
+
+	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/runtime"
+)
+
+func supported() error {
+	return errs.Wrap(errs.Unavailable, runtime.ErrUnsupported, "%s: bash scripts run only on Linux", runtime.ErrUnsupported)
+}
+
+func (e *Executor) run(context.Context, []string, bool, []string, runtime.Request, time.Duration) (runtime.Result, error) {
+	return runtime.Result{}, supported()
+}
