@@ -1,0 +1,143 @@
+// Package gate owns Pixie Gate: gate definitions and presets (saved all-or-nothing, validated
+// at save time), the representative templates, the script folder, the evaluation pipeline
+// with its point table and error policy, run records and their chat-note view, per-session
+// switches, and the per-run helper (tokens and budget) that `pixie ask` / `pixie judge` and
+// WASM host functions go through.
+//
+// Rules run through a runtime.Executor (the binary wires a runtime.Dispatcher with runtime/bash
+// and runtime/wasm); the Pixie model is a model.Model; `pixie judge` goes to the decision
+// engine through the Judge interface. HTTP lives in the server package; nothing here imports
+// echo. The user-facing guide is docs/gates.md.
+package gate
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/pixie-dev/pixie/internal/abi"
+	"github.com/pixie-dev/pixie/internal/model"
+	"github.com/pixie-dev/pixie/internal/store"
+	"github.com/pixie-dev/pixie/runtime"
+)
+
+// Judge is the decision engine as the gate sees it (internal/judge's Service satisfies it).
+type Judge interface {
+	Judge(ctx context.Context, req abi.JudgeRequest) (abi.JudgeResponse, error)
+}
+
+// ModuleChecker reports whether a WASM module exists in the module registry. Without one,
+// gates whose rule is a module cannot be saved.
+type ModuleChecker interface {
+	ModuleExists(ctx context.Context, name string) (bool, error)
+}
+
+// Config configures a Service. The zero value works.
+type Config struct {
+	// Home is Pixie's data directory; the default script folder is <Home>/commands. Empty
+	// means the current directory.
+	Home string
+	// ScriptDir is the script folder used when none was set through the API: an absolute path
+	// or one starting with "~/". Empty means <Home>/commands.
+	ScriptDir string
+	// DefaultTimeout is the time limit of a gate that sets none; zero means 60s.
+	DefaultTimeout time.Duration
+	// HelperURL is the server URL given to scripts as PIXIE_URL (see also SetHelperURL).
+	// Empty means scripts get no helper ("pixie: helper is not available").
+	HelperURL string
+	// RecordTTL is how long run records, redo counters and per-session switches are kept;
+	// zero means 30 days.
+	RecordTTL time.Duration
+	// Modules checks module rules at save time; nil means modules are not available.
+	Modules ModuleChecker
+	// Logger receives operational messages; nil discards them.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Service is Pixie Gate. It is safe for concurrent use.
+type Service struct {
+	store *store.Store
+	exec  runtime.Executor
+	model model.Model
+	judge Judge
+	cfg   Config
+	log   *slog.Logger
+
+	mu        sync.Mutex
+	helperURL string
+	snap      *snapshot // saved definitions, indexed; nil until loaded
+	listing   *ScriptListing
+
+	runs *tokenRegistry
+}
+
+// New returns a Service. exec runs rules (nil: rules fail as unsupported), m is the Pixie
+// model (nil: no model), j the decision engine (nil: `pixie judge` is unavailable).
+func New(st *store.Store, exec runtime.Executor, m model.Model, j Judge, cfg Config) *Service {
+	if cfg.DefaultTimeout <= 0 {
+		cfg.DefaultTimeout = 60 * time.Second
+	}
+	if cfg.RecordTTL <= 0 {
+		cfg.RecordTTL = 30 * 24 * time.Hour
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Home == "" {
+		if wd, err := os.Getwd(); err == nil {
+			cfg.Home = wd
+		}
+	}
+	cfg.Home = filepath.Clean(cfg.Home)
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Service{
+		store:     st,
+		exec:      exec,
+		model:     m,
+		judge:     j,
+		cfg:       cfg,
+		log:       log,
+		helperURL: cfg.HelperURL,
+		runs:      newTokenRegistry(),
+	}
+}
+
+// SetHelperURL sets the URL given to scripts as PIXIE_URL, for servers that learn their
+// address only after listening.
+func (s *Service) SetHelperURL(url string) {
+	s.mu.Lock()
+	s.helperURL = url
+	s.mu.Unlock()
+}
+
+func (s *Service) getHelperURL() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.helperURL
+}
+
+// collections (documented in internal/store's key layout).
+var (
+	defsCol    = store.NewCollection[Gate]("gate-def")
+	presetsCol = store.NewCollection[Preset]("gate-preset")
+	configCol  = store.NewCollection[string]("gate-config")
+	revCol     = store.NewCollection[int64]("gate-config")
+	runsCol    = store.NewCollection[Record]("gate-run")
+	runIDCol   = store.NewCollection[string]("gate-run-id")
+	switchCol  = store.NewCollection[sessionSwitch]("gate-switch")
+	redoCol    = store.NewCollection[int]("gate-redo")
+	sessionCol = store.NewCollection[sessionInfo]("gate-session")
+)
+
+const (
+	cfgScriptDir = "script-dir"
+	cfgRevision  = "revision"
+)

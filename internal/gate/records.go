@@ -1,0 +1,423 @@
+package gate
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/pixie-dev/pixie/internal/abi"
+	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/internal/store"
+	"github.com/pixie-dev/pixie/runtime"
+)
+
+// Record caps.
+const (
+	maxRecordedStdout = 16 * 1024
+	maxRecordedModel  = 16 * 1024
+	// DefaultRecordPage and MaxRecordPage bound a records page.
+	DefaultRecordPage = 50
+	MaxRecordPage     = 200
+	// maxNoteScan bounds the records read to derive a session's chat notes.
+	maxNoteScan = 2000
+)
+
+// RuleRun is what the rule did in a run.
+type RuleRun struct {
+	Kind runtime.Kind `json:"kind"`
+	Name string       `json:"name"`
+	// ExitCode is the exit status, or -1 when the rule did not finish.
+	ExitCode int `json:"exitCode"`
+	// Stdout is the rule's output (at most 16 KB kept).
+	Stdout     string `json:"stdout,omitempty"`
+	DurationMs int64  `json:"durationMs"`
+}
+
+// HelperCall is one `pixie ask` / `pixie judge` call of a run.
+type HelperCall struct {
+	// Type is "ask" or "judge".
+	Type string `json:"type"`
+	// JudgeType is bool, select or score (judge only).
+	JudgeType string `json:"judgeType,omitempty"`
+	// Label is the chosen value: yes/no, the option name, or the nearest level (judge only).
+	Label string `json:"label,omitempty"`
+	// Engine is the decision engine that answered ("llm" or "jev").
+	Engine string `json:"engine,omitempty"`
+	// Confidence is the judgment's confidence (judge only).
+	Confidence *float64  `json:"confidence,omitempty"`
+	Usage      abi.Usage `json:"usage"`
+	DurationMs int64     `json:"durationMs"`
+	// Error is the failure, if the call failed.
+	Error string `json:"error,omitempty"`
+}
+
+// LogLine is one pixie_log line of a module rule.
+type LogLine struct {
+	Level   string `json:"level"`
+	Message string `json:"message"`
+}
+
+// Record is one gate run.
+type Record struct {
+	ID        string    `json:"id"`
+	Gate      string    `json:"gate"`
+	Point     string    `json:"point"`
+	Session   string    `json:"session"`
+	Preset    string    `json:"preset"`
+	Turn      int       `json:"turn"`
+	Agent     string    `json:"agent"`
+	Tool      *Tool     `json:"tool,omitempty"`
+	MessageID string    `json:"messageId,omitempty"`
+	StartedAt time.Time `json:"startedAt"`
+	// DurationMs is the whole run.
+	DurationMs int64 `json:"durationMs"`
+	// Action is what was applied; ConcludedBy who concluded (pixie, hook-script,
+	// skipped-by-hook).
+	Action      string `json:"action"`
+	ConcludedBy string `json:"concludedBy"`
+	// Output holds the five fields answered by Pixie or by the script (exit 11).
+	Output abi.GateOutput `json:"output"`
+	// Original is the target; Final the text after the action.
+	Original   string   `json:"original"`
+	Final      string   `json:"final"`
+	Addition   string   `json:"addition,omitempty"`
+	Reason     string   `json:"reason,omitempty"`
+	Suggestion string   `json:"suggestion,omitempty"`
+	Notes      []string `json:"notes"`
+	Structured bool     `json:"structured,omitempty"`
+	// Usage sums the model's and the helper calls' token usage.
+	Usage       abi.Usage    `json:"usage"`
+	HelperCalls []HelperCall `json:"helperCalls"`
+	Logs        []LogLine    `json:"logs,omitempty"`
+	Rule        *RuleRun     `json:"rule,omitempty"`
+	// ModelAnswer is Pixie's raw answer (at most 16 KB kept).
+	ModelAnswer string `json:"modelAnswer,omitempty"`
+	// Error is the failure the error policy applied to; ErrorDetail adds detail.
+	Error       string `json:"error,omitempty"`
+	ErrorDetail string `json:"errorDetail,omitempty"`
+	OnError     string `json:"onError"`
+	Cancelled   bool   `json:"cancelled,omitempty"`
+	// ShowInChat is the gate's setting when the run started.
+	ShowInChat bool `json:"showInChat"`
+}
+
+// RecordSummary is a record in a list.
+type RecordSummary struct {
+	ID          string    `json:"id"`
+	Gate        string    `json:"gate"`
+	Point       string    `json:"point"`
+	Turn        int       `json:"turn"`
+	Agent       string    `json:"agent"`
+	StartedAt   time.Time `json:"startedAt"`
+	DurationMs  int64     `json:"durationMs"`
+	Action      string    `json:"action"`
+	ConcludedBy string    `json:"concludedBy"`
+	Verdict     string    `json:"verdict,omitempty"`
+	Reason      string    `json:"reason,omitempty"`
+	Error       string    `json:"error,omitempty"`
+	Usage       abi.Usage `json:"usage"`
+	HelperCalls int       `json:"helperCalls"`
+}
+
+// RecordPage is one page of a session's records, newest first.
+type RecordPage struct {
+	Records []RecordSummary `json:"records"`
+	// Next is the cursor of the next page; empty on the last page.
+	Next string `json:"next,omitempty"`
+}
+
+func newRunID() string {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand never fails on supported platforms
+	}
+	return "run_" + hex.EncodeToString(b[:])
+}
+
+func capText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && cut < len(s) && s[cut]&0xC0 == 0x80 {
+		cut--
+	}
+	return s[:cut] + "\n[… truncated]"
+}
+
+func redoKey(session string, turn int, gate string) string {
+	return fmt.Sprintf("%s/%010d/%s", session, turn, gate)
+}
+
+// record writes the run record (and the redo counter) in one transaction, applying the redo
+// limit, and returns the record and the final decision.
+func (s *Service) record(ctx context.Context, st *runState, d decision, out abi.GateOutput) (Record, decision, error) {
+	req := st.req
+	rec := Record{
+		ID: st.id, Gate: st.g.Name, Point: req.Point, Session: req.Session.ID, Preset: req.Session.Preset,
+		Turn: req.Turn, Agent: req.Agent, Tool: req.Tool, MessageID: req.MessageID, StartedAt: st.start.UTC(),
+		DurationMs: s.cfg.Now().Sub(st.start).Milliseconds(), ConcludedBy: st.by, Output: out,
+		Original: req.Target, Structured: req.Structured, Usage: st.usage, HelperCalls: []HelperCall{},
+		Rule: st.rule, ModelAnswer: capText(st.modelText, maxRecordedModel), ErrorDetail: st.errDetail,
+		OnError: st.g.Advanced.OnError, Cancelled: st.cancelled, ShowInChat: st.g.Advanced.ShowInChat,
+	}
+	if st.err != nil {
+		rec.Error = st.err.Error()
+	}
+	if st.helper != nil {
+		calls, usage, logs := st.helper.collect()
+		rec.HelperCalls = calls
+		rec.Logs = logs
+		rec.Usage.InputTokens += usage.InputTokens
+		rec.Usage.OutputTokens += usage.OutputTokens
+	}
+	ttl := s.cfg.RecordTTL
+	var final decision
+	// A cancelled request still leaves its record.
+	err := s.store.Update(context.WithoutCancel(ctx), func(tx *store.Tx) error {
+		dd := d
+		dd.Notes = append([]string{}, d.Notes...)
+		if dd.redo {
+			key := redoKey(req.Session.ID, req.Turn, st.g.Name)
+			n, err := redoCol.Get(tx, key)
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+			if n >= st.g.Advanced.RedoLimit {
+				dd = redoLimitReached(dd, st.g.Advanced.RedoLimit)
+			} else if err := redoCol.PutTTL(tx, key, n+1, ttl); err != nil {
+				return err
+			}
+		}
+		r := rec
+		r.Action, r.Final, r.Addition, r.Reason, r.Suggestion, r.Notes = dd.Action, dd.Text, dd.Addition, dd.Reason, dd.Suggestion, dd.Notes
+		key := req.Session.ID + "/" + store.ReverseSortableTime(st.start) + "/" + st.id
+		if err := runsCol.PutTTL(tx, key, r, ttl); err != nil {
+			return err
+		}
+		if err := runIDCol.PutTTL(tx, st.id, key, ttl); err != nil {
+			return err
+		}
+		info, err := sessionCol.Get(tx, req.Session.ID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		if info.Preset != req.Session.Preset {
+			if err := sessionCol.PutTTL(tx, req.Session.ID, sessionInfo{Preset: req.Session.Preset}, ttl); err != nil {
+				return err
+			}
+		}
+		rec, final = r, dd
+		return nil
+	})
+	if err != nil {
+		return Record{}, decision{}, errs.Wrap(errs.Internal, err, "cannot record the gate run")
+	}
+	return rec, final, nil
+}
+
+func (r Record) summary() RecordSummary {
+	return RecordSummary{ID: r.ID, Gate: r.Gate, Point: r.Point, Turn: r.Turn, Agent: r.Agent, StartedAt: r.StartedAt,
+		DurationMs: r.DurationMs, Action: r.Action, ConcludedBy: r.ConcludedBy, Verdict: r.Output.Verdict,
+		Reason: r.Reason, Error: r.Error, Usage: r.Usage, HelperCalls: len(r.HelperCalls)}
+}
+
+var cursorRE = regexp.MustCompile(`^[0-9]{20}/run_[0-9a-f]{24}$`)
+
+// Records lists a session's records, newest first. cursor is a page's Next; limit zero means
+// DefaultRecordPage.
+func (s *Service) Records(ctx context.Context, session, cursor string, limit int) (RecordPage, error) {
+	if err := checkSessionID(session); err != nil {
+		return RecordPage{}, errs.New(errs.Invalid, "%s", err.Error())
+	}
+	if cursor != "" && !cursorRE.MatchString(cursor) {
+		return RecordPage{}, errs.New(errs.Invalid, "the cursor is not one this server gave out")
+	}
+	switch {
+	case limit == 0:
+		limit = DefaultRecordPage
+	case limit < 0 || limit > MaxRecordPage:
+		return RecordPage{}, errs.New(errs.Invalid, "the limit must be 1 to %d", MaxRecordPage)
+	}
+	page := RecordPage{Records: []RecordSummary{}}
+	err := s.store.View(ctx, func(tx *store.Tx) error {
+		opts := store.ScanOptions{Limit: limit + 1}
+		if cursor != "" {
+			opts.After = []byte(session + "/" + cursor)
+		}
+		es, err := runsCol.List(tx, session+"/", opts)
+		if err != nil {
+			return err
+		}
+		for i, e := range es {
+			if i == limit {
+				prev := es[i-1].ID
+				page.Next = strings.TrimPrefix(prev, session+"/")
+				break
+			}
+			page.Records = append(page.Records, e.Value.summary())
+		}
+		return nil
+	})
+	if err != nil {
+		return RecordPage{}, errs.Wrap(errs.Internal, err, "cannot list the gate records")
+	}
+	return page, nil
+}
+
+// Record returns one record in full.
+func (s *Service) Record(ctx context.Context, id string) (Record, error) {
+	var rec Record
+	err := s.store.View(ctx, func(tx *store.Tx) error {
+		key, err := runIDCol.Get(tx, id)
+		if err != nil {
+			return err
+		}
+		rec, err = runsCol.Get(tx, key)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return Record{}, errs.New(errs.NotFound, "no gate run %q", id)
+	}
+	if err != nil {
+		return Record{}, errs.Wrap(errs.Internal, err, "cannot read the gate record")
+	}
+	return rec, nil
+}
+
+// ChatNote is the chat block of a run, derived from its record (never stored in a session
+// log).
+type ChatNote struct {
+	RunID string `json:"runId"`
+	Gate  string `json:"gate"`
+	Point string `json:"point"`
+	Agent string `json:"agent"`
+	Turn  int    `json:"turn"`
+	// Place is where the block appears: "<agent>/turn:<n>/" followed by "message:<point>:<id>"
+	// (message points), "tool:<call id>" (tool points: before and after of one call share it)
+	// or "answer" (turn-end). Only the last run per place and point is shown.
+	Place string `json:"place"`
+	// Title is the leading [label] of the note, or the gate's name.
+	Title string `json:"title"`
+	// NotVerified is set when the label contains "not verified" or "미확인".
+	NotVerified bool `json:"notVerified,omitempty"`
+	// Body is the note (Markdown) without its label line; empty when there is no note.
+	Body string `json:"body,omitempty"`
+	// Without a note the block shows the verdict with its reason, and the replacement and
+	// addition in a collapsed section.
+	Verdict string `json:"verdict,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+	Replace string `json:"replace,omitempty"`
+	Append  string `json:"append,omitempty"`
+	Action  string `json:"action"`
+	// Error is the one line a failed run shows.
+	Error string    `json:"error,omitempty"`
+	At    time.Time `json:"at"`
+}
+
+// notePlace is the place of a record's chat block.
+func notePlace(r Record) string {
+	base := fmt.Sprintf("%s/turn:%d/", r.Agent, r.Turn)
+	switch r.Point {
+	case abi.PointToolBefore, abi.PointToolAfter:
+		if r.Tool != nil && r.Tool.CallID != "" {
+			return base + "tool:" + r.Tool.CallID
+		}
+		return base + "tool:" + r.ID // without a call id each run is its own place
+	case abi.PointTurnEnd:
+		return base + "answer"
+	default:
+		return base + "message:" + r.Point + ":" + r.MessageID
+	}
+}
+
+// noteTitle splits a leading [label] off a note.
+func noteTitle(note string) (label, body string, ok bool) {
+	first, rest, _ := strings.Cut(note, "\n")
+	t := strings.TrimLeft(first, " \t")
+	if !strings.HasPrefix(t, "[") {
+		return "", note, false
+	}
+	end := strings.Index(t, "]")
+	if end < 2 {
+		return "", note, false
+	}
+	label = strings.TrimSpace(t[1:end])
+	body = strings.TrimSpace(t[end+1:])
+	if rest != "" {
+		if body != "" {
+			body += "\n"
+		}
+		body += rest
+	}
+	return label, strings.TrimSpace(body), label != ""
+}
+
+// chatNote derives the chat block of a record, or false when it gets none.
+func chatNote(r Record) (ChatNote, bool) {
+	if !r.ShowInChat || r.Cancelled || r.ConcludedBy == BySkippedByHook {
+		return ChatNote{}, false
+	}
+	// A rejected instruction has no message in the chat.
+	if r.Point == abi.PointUserMessage && r.Action == ActionRejected {
+		return ChatNote{}, false
+	}
+	n := ChatNote{RunID: r.ID, Gate: r.Gate, Point: r.Point, Agent: r.Agent, Turn: r.Turn, Place: notePlace(r),
+		Title: r.Gate, Action: r.Action, Error: r.Error, At: r.StartedAt}
+	if r.Error != "" {
+		return n, true
+	}
+	if r.Output.Note != "" {
+		n.Body = r.Output.Note
+		if label, body, ok := noteTitle(r.Output.Note); ok {
+			n.Title, n.Body = label, body
+			l := strings.ToLower(label)
+			n.NotVerified = strings.Contains(l, "not verified") || strings.Contains(label, "미확인")
+		}
+		return n, true
+	}
+	n.Verdict, n.Reason, n.Replace, n.Append = r.Output.Verdict, r.Output.Reason, r.Output.Replace, r.Output.Append
+	if n.Verdict == "" {
+		n.Verdict = VerdictPass
+	}
+	return n, true
+}
+
+// ChatNotes returns the chat blocks of a session, oldest first: only runs whose gate showed
+// results in the chat, and only the last run per place and point.
+func (s *Service) ChatNotes(ctx context.Context, session string) ([]ChatNote, error) {
+	if err := checkSessionID(session); err != nil {
+		return nil, errs.New(errs.Invalid, "%s", err.Error())
+	}
+	var notes []ChatNote
+	err := s.store.View(ctx, func(tx *store.Tx) error {
+		seen := map[string]bool{}
+		return runsCol.Each(tx, session+"/", store.ScanOptions{Limit: maxNoteScan}, func(_ string, r Record) error {
+			key := notePlace(r) + "|" + r.Point
+			if seen[key] {
+				return nil
+			}
+			seen[key] = true
+			if n, ok := chatNote(r); ok {
+				notes = append(notes, n)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, errs.Wrap(errs.Internal, err, "cannot read the gate records")
+	}
+	// Newest first → oldest first.
+	for i, j := 0, len(notes)-1; i < j; i, j = i+1, j-1 {
+		notes[i], notes[j] = notes[j], notes[i]
+	}
+	if notes == nil {
+		notes = []ChatNote{}
+	}
+	return notes, nil
+}

@@ -1,0 +1,120 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/internal/store"
+)
+
+// sessionSwitch is a gate switched off for one session.
+type sessionSwitch struct {
+	Off bool      `json:"off"`
+	At  time.Time `json:"at"`
+}
+
+// sessionInfo remembers a session's preset (from its evaluations).
+type sessionInfo struct {
+	Preset string `json:"preset"`
+}
+
+// SessionGate is a gate that applies to a session, with its per-session switch.
+type SessionGate struct {
+	Gate        string `json:"gate"`
+	Point       string `json:"point"`
+	Description string `json:"description,omitempty"`
+	// On is false when the gate is switched off for this session.
+	On bool `json:"on"`
+}
+
+// SessionGates lists the gates that apply to a session's preset.
+type SessionGates struct {
+	Session string        `json:"session"`
+	Preset  string        `json:"preset"`
+	Gates   []SessionGate `json:"gates"`
+}
+
+func switchKey(session, gate string) string { return session + "/" + gate }
+
+// switchedOff reports whether gate is switched off for session.
+func (s *Service) switchedOff(ctx context.Context, session, gate string) (bool, error) {
+	var sw sessionSwitch
+	err := s.store.View(ctx, func(tx *store.Tx) error {
+		var err error
+		sw, err = switchCol.Get(tx, switchKey(session, gate))
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, errs.Wrap(errs.Internal, err, "cannot read the session's gate switches")
+	}
+	return sw.Off, nil
+}
+
+// SessionGates lists the gates that apply to the session's preset (switched on, attached to
+// the preset and switched on there), each with its per-session switch. An empty preset means
+// the preset the session last evaluated with.
+func (s *Service) SessionGates(ctx context.Context, session, preset string) (SessionGates, error) {
+	if err := checkSessionID(session); err != nil {
+		return SessionGates{}, errs.New(errs.Invalid, "%s", err.Error())
+	}
+	sn, err := s.loadSnapshot(ctx)
+	if err != nil {
+		return SessionGates{}, err
+	}
+	out := SessionGates{Session: session, Preset: preset, Gates: []SessionGate{}}
+	err = s.store.View(ctx, func(tx *store.Tx) error {
+		if out.Preset == "" {
+			info, err := sessionCol.Get(tx, session)
+			if errors.Is(err, store.ErrNotFound) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			out.Preset = info.Preset
+		}
+		for _, name := range sn.applying[out.Preset] {
+			g := sn.gates[name]
+			sw, err := switchCol.Get(tx, switchKey(session, name))
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+			out.Gates = append(out.Gates, SessionGate{Gate: name, Point: g.Point, Description: g.Description, On: !sw.Off})
+		}
+		return nil
+	})
+	if err != nil {
+		return SessionGates{}, errs.Wrap(errs.Internal, err, "cannot read the session's gate switches")
+	}
+	return out, nil
+}
+
+// SetSessionSwitch switches a gate on or off for one session only. It takes effect from the
+// session's next evaluation; definitions, attachments and other sessions do not change.
+func (s *Service) SetSessionSwitch(ctx context.Context, session, gate string, on bool) error {
+	if err := checkSessionID(session); err != nil {
+		return errs.New(errs.Invalid, "%s", err.Error())
+	}
+	sn, err := s.loadSnapshot(ctx)
+	if err != nil {
+		return err
+	}
+	if _, ok := sn.gates[gate]; !ok {
+		return errs.New(errs.NotFound, "no gate is named %q", gate)
+	}
+	err = s.store.Update(ctx, func(tx *store.Tx) error {
+		if on {
+			return switchCol.Delete(tx, switchKey(session, gate))
+		}
+		return switchCol.PutTTL(tx, switchKey(session, gate), sessionSwitch{Off: true, At: s.cfg.Now().UTC()}, s.cfg.RecordTTL)
+	})
+	if err != nil {
+		return errs.Wrap(errs.Internal, err, "cannot save the session switch")
+	}
+	return nil
+}
