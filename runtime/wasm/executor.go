@@ -219,7 +219,7 @@ func (x *Executor) failed(ctx context.Context, inst *instance, res runtime.Resul
 		res.Stderr += msg
 		return res, nil
 	}
-	return res, fmt.Errorf("%w: %v", runtime.ErrTrap, err)
+	return res, fmt.Errorf("%w: %s%s", runtime.ErrTrap, strings.TrimPrefix(firstLine(err.Error()), ": "), firstLine(res.Stderr))
 }
 
 func firstLine(s string) string {
