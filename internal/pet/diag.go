@@ -1,0 +1,90 @@
+package pet
+
+import (
+	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/pixie-dev/pixie/internal/model"
+)
+
+// Diagnostics is what Settings → Diagnostics shows.
+type Diagnostics struct {
+	Paths Paths `json:"paths"`
+	// Allowlist are the Skills that may run: registered and enabled.
+	Allowlist []string `json:"allowlist"`
+	// Skills is every registered Skill with its live state.
+	Skills []SkillView `json:"skills"`
+	// Drift lists the Skills that fail closed until the projection is rebuilt.
+	Drift []DriftEntry `json:"drift"`
+	// Stray are entries in the skills folder that belong to no enabled Skill.
+	Stray []string `json:"stray"`
+	// Executors says which Skill kinds can run here.
+	Executors map[SkillKind]Availability `json:"executors"`
+	// Model describes the Pixie model (no secrets).
+	Model model.Info `json:"model"`
+	// ScriptPolicy is the sandbox policy scripts and WASM guests run under.
+	ScriptPolicy string `json:"scriptPolicy"`
+	// Builtins are the built-in actions with their availability.
+	Builtins []WheelEntry `json:"builtins"`
+}
+
+// DriftEntry is one drifted Skill.
+type DriftEntry struct {
+	Skill   string `json:"skill"`
+	Problem string `json:"problem"`
+}
+
+// Diagnostics reports paths, the allowlist, drift, stray projection entries and executor
+// availability.
+func (s *Service) Diagnostics(ctx context.Context) (Diagnostics, error) {
+	d := Diagnostics{Paths: s.Paths(), Allowlist: []string{}, Skills: []SkillView{}, Drift: []DriftEntry{},
+		Stray: []string{}, Executors: map[SkillKind]Availability{}, ScriptPolicy: string(s.cfg.ScriptPolicy),
+		Builtins: []WheelEntry{}}
+	for _, k := range []SkillKind{KindWASM, KindScript, KindInstructions} {
+		ok, reason := s.executorAvailable(ctx, k)
+		d.Executors[k] = Availability{Available: ok, Reason: reason}
+	}
+	if s.model != nil {
+		d.Model = s.model.Info()
+	}
+	views, err := s.Skills(ctx)
+	if err != nil {
+		return d, err
+	}
+	d.Skills = views
+	enabled := map[string]bool{}
+	for _, v := range views {
+		if v.Enabled {
+			d.Allowlist = append(d.Allowlist, v.Name)
+			enabled[v.Name] = true
+		}
+		if v.Drift {
+			problem := v.Projection
+			if problem == ProjectionOK {
+				problem = "repaired by hand; still needs a rebuild"
+			}
+			d.Drift = append(d.Drift, DriftEntry{Skill: v.Name, Problem: problem})
+		}
+	}
+	if info, err := os.Lstat(s.projectionDir()); err == nil && (info.Mode()&fs.ModeSymlink != 0 || !info.IsDir()) {
+		d.Stray = append(d.Stray, s.projectionDir())
+	} else if entries, err := os.ReadDir(s.projectionDir()); err == nil {
+		for _, e := range entries {
+			if !enabled[e.Name()] {
+				d.Stray = append(d.Stray, filepath.Join(s.projectionDir(), e.Name()))
+			}
+		}
+	}
+	sort.Strings(d.Stray)
+	for _, b := range s.builtinList() {
+		ok, reason := b.Availability(ctx)
+		if ok {
+			reason = ""
+		}
+		d.Builtins = append(d.Builtins, WheelEntry{Kind: EntryBuiltin, Name: b.ID(), Label: b.Label(), Available: ok, Reason: reason})
+	}
+	return d, nil
+}

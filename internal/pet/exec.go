@@ -1,0 +1,572 @@
+package pet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/pixie-dev/pixie/internal/abi"
+	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/internal/model"
+	"github.com/pixie-dev/pixie/internal/store"
+	"github.com/pixie-dev/pixie/runtime"
+)
+
+// Caps of what a Run records and what later Runs see.
+const (
+	maxStderrKept     = 8 << 10
+	maxHistoryOutput  = 8 << 10
+	maxHistoryTotal   = 64 << 10
+	maxLogLines       = 100
+	maxOutputRecorded = abi.MaxOutputSize
+)
+
+// InvokeRequest asks for one Invocation of a Skill against a Snapshot.
+type InvokeRequest struct {
+	Skill    string   `json:"skill"`
+	Snapshot Snapshot `json:"snapshot"`
+}
+
+// PetContext is what a Skill receives about its Invocation: pet_context's answer for WASM
+// guests, stdin for scripts (instruction Skills get the same facts as chat turns). Environment
+// values are never in it.
+type PetContext struct {
+	TaskID          string         `json:"taskId"`
+	Epoch           int            `json:"epoch"`
+	ExecutorSession string         `json:"executorSession"`
+	InvocationID    string         `json:"invocationId"`
+	Seq             int            `json:"seq"`
+	Run             int            `json:"run"`
+	Skill           string         `json:"skill"`
+	Scope           string         `json:"scope"`
+	Snapshot        Snapshot       `json:"snapshot"`
+	History         []HistoryEntry `json:"history"`
+}
+
+// HistoryEntry is an earlier Invocation of the same Task and its result.
+type HistoryEntry struct {
+	InvocationID string    `json:"invocationId"`
+	Seq          int       `json:"seq"`
+	Skill        string    `json:"skill"`
+	Title        string    `json:"title,omitempty"`
+	CapturedAt   time.Time `json:"capturedAt"`
+	Status       Status    `json:"status"`
+	Output       string    `json:"output,omitempty"`
+	Error        string    `json:"error,omitempty"`
+}
+
+// Invoke runs a Skill against a Snapshot: it finds or creates the scope's Task, appends an
+// Invocation with the Snapshot, and executes Run #1 synchronously (bounded by RunTimeout). A
+// refused Skill (unregistered, disabled, unresolvable, drifted, executor unavailable) records
+// nothing. A Run that fails is recorded and returned as a failed Invocation, not an error.
+func (s *Service) Invoke(ctx context.Context, req InvokeRequest) (InvocationView, error) {
+	if !ValidSkillName(req.Skill) {
+		return InvocationView{}, errs.New(errs.Invalid, "%q is not a Skill name", req.Skill)
+	}
+	snap, err := req.Snapshot.normalize(s.now())
+	if err != nil {
+		return InvocationView{}, err
+	}
+	if _, err := s.getSkill(ctx, req.Skill); err != nil {
+		return InvocationView{}, err
+	}
+	unlock, err := s.scopes.lock(ctx, snap.Key())
+	if err != nil {
+		return InvocationView{}, err
+	}
+	defer unlock()
+	sk, err := s.getSkill(ctx, req.Skill)
+	if err != nil {
+		return InvocationView{}, err
+	}
+	st := s.skillState(ctx, sk)
+	if st.err != nil {
+		return InvocationView{}, st.err
+	}
+	task, inv, run, err := s.createInvocation(ctx, snap, sk.Name, st.scan.kind, sk.Path)
+	if err != nil {
+		return InvocationView{}, err
+	}
+	return s.execute(ctx, task, inv, snap, run, st.scan)
+}
+
+// Retry adds a Run to an Invocation whose latest Run failed transiently (a timeout, an
+// unavailable or failing model or executor, a server restart). It never re-targets: the Run
+// uses the Invocation's Skill, Snapshot and Task.
+func (s *Service) Retry(ctx context.Context, invID string) (InvocationView, error) {
+	cur, err := s.Invocation(ctx, invID)
+	if err != nil {
+		return InvocationView{}, err
+	}
+	unlock, err := s.scopes.lock(ctx, cur.Scope)
+	if err != nil {
+		return InvocationView{}, err
+	}
+	defer unlock()
+	if cur, err = s.Invocation(ctx, invID); err != nil {
+		return InvocationView{}, err
+	}
+	var archived bool
+	err = s.st.View(ctx, func(tx *store.Tx) error {
+		t, err := tasksC.Get(tx, cur.TaskID)
+		archived = t.Archived
+		return err
+	})
+	if err != nil {
+		return InvocationView{}, err
+	}
+	if err := retryable(cur, archived); err != nil {
+		return InvocationView{}, err
+	}
+	sk, err := s.getSkill(ctx, cur.Skill)
+	if err != nil {
+		return InvocationView{}, errs.New(errs.Conflict, "cannot retry: %s", msgOf(err))
+	}
+	st := s.skillState(ctx, sk)
+	if st.err != nil {
+		return InvocationView{}, st.err
+	}
+	var task Task
+	var inv Invocation
+	var run Run
+	err = s.st.Update(ctx, func(tx *store.Tx) error {
+		var err error
+		if task, err = tasksC.Get(tx, cur.TaskID); err != nil {
+			return err
+		}
+		if inv, err = invC.Get(tx, invID); err != nil {
+			return err
+		}
+		last, err := runsC.Get(tx, runID(invID, inv.Attempts))
+		if err != nil {
+			return err
+		}
+		view := cur
+		view.Runs = []Run{s.settled(last)}
+		view.Attempts = inv.Attempts
+		if err := retryable(view, task.Archived); err != nil {
+			return err
+		}
+		if last.Status == StatusRunning { // interrupted: record it as such
+			if err := runsC.Put(tx, runID(invID, last.N), s.settled(last)); err != nil {
+				return err
+			}
+		}
+		now := s.now()
+		inv.Attempts++
+		inv.Status, inv.UpdatedAt = StatusRunning, now
+		if err := invC.Put(tx, invID, inv); err != nil {
+			return err
+		}
+		run = Run{InvocationID: invID, N: inv.Attempts, Executor: st.scan.kind, SkillPath: sk.Path, Status: StatusRunning, Boot: s.boot, StartedAt: now}
+		return runsC.Insert(tx, runID(invID, run.N), run)
+	})
+	if err != nil {
+		return InvocationView{}, err
+	}
+	return s.execute(ctx, task, inv, cur.Snapshot, run, st.scan)
+}
+
+// retryable says why an Invocation may not be retried (nil when it may).
+func retryable(v InvocationView, archived bool) error {
+	if archived {
+		return errs.New(errs.Conflict, "the task of invocation %s is archived; invoke the Skill again to start a new epoch", v.ID)
+	}
+	last := v.Latest()
+	switch {
+	case last.Status == StatusRunning:
+		return errs.New(errs.Conflict, "invocation %s is still running", v.ID)
+	case last.Status == StatusSucceeded:
+		return errs.New(errs.Conflict, "invocation %s succeeded; there is nothing to retry", v.ID)
+	case !last.Transient:
+		msg := ""
+		if last.Error != nil {
+			msg = ": " + last.Error.Message
+		}
+		return errs.New(errs.Conflict, "invocation %s failed permanently%s; a retry would fail the same way (invoke again after fixing it)", v.ID, msg)
+	}
+	return nil
+}
+
+// outcome is what an executor produced.
+type outcome struct {
+	exitCode *int
+	output   string
+	stderr   string
+	logs     []string
+	usage    *model.Usage
+	err      error
+}
+
+// execute runs one Run and records its result. The Run goes on even when the caller goes away
+// (it is bounded by RunTimeout), so its record is always completed.
+func (s *Service) execute(ctx context.Context, task Task, inv Invocation, snap Snapshot, run Run, sc *scan) (InvocationView, error) {
+	runCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.RunTimeout)
+	defer cancel()
+	var out outcome
+	var red redactor
+	vars, err := s.resolveEnv(runCtx, snap.WorkspaceID)
+	if err != nil {
+		out.err = err
+	} else {
+		red = newRedactor(vars)
+		for k := range vars {
+			run.EnvKeys = append(run.EnvKeys, k)
+		}
+		sort.Strings(run.EnvKeys)
+		history, err := s.history(runCtx, task.ID, inv.Seq)
+		if err != nil {
+			out.err = err
+		} else {
+			pc := PetContext{TaskID: task.ID, Epoch: task.Epoch, ExecutorSession: task.ExecutorSession,
+				InvocationID: inv.ID, Seq: inv.Seq, Run: run.N, Skill: inv.Skill, Scope: task.Scope,
+				Snapshot: snap, History: history}
+			switch sc.kind {
+			case KindInstructions:
+				out = s.runInstructions(runCtx, sc, pc)
+				run.EnvKeys = nil // instruction Skills have no process to receive values
+			default:
+				out = s.runProgram(runCtx, sc, pc, vars, red)
+			}
+		}
+	}
+	s.finish(&run, out, red)
+	err = s.st.Update(context.WithoutCancel(ctx), func(tx *store.Tx) error {
+		if err := runsC.Put(tx, runID(inv.ID, run.N), run); err != nil {
+			return err
+		}
+		cur, err := invC.Get(tx, inv.ID)
+		if err != nil {
+			return err
+		}
+		cur.Status, cur.UpdatedAt = run.Status, *run.EndedAt
+		return invC.Put(tx, inv.ID, cur)
+	})
+	if err != nil {
+		return InvocationView{}, err
+	}
+	return s.Invocation(context.WithoutCancel(ctx), inv.ID)
+}
+
+// finish fills the Run's result from the outcome, redacting environment values from every
+// text it keeps.
+func (s *Service) finish(run *Run, out outcome, red redactor) {
+	end := s.now()
+	run.EndedAt = &end
+	run.DurationMS = end.Sub(run.StartedAt).Milliseconds()
+	run.ExitCode = out.exitCode
+	run.Output = red.clean(clipBytes(out.output, maxOutputRecorded))
+	run.Stderr = red.clean(tailBytes(out.stderr, maxStderrKept))
+	for _, l := range out.logs {
+		run.Logs = append(run.Logs, red.clean(l))
+	}
+	run.Usage = out.usage
+	run.Status = StatusSucceeded
+	switch {
+	case out.err != nil:
+		code, transient, msg := classify(out.err)
+		run.Status, run.Transient = StatusFailed, transient
+		run.Error = &RunError{Code: code, Message: red.clean(msg)}
+	case out.exitCode != nil && *out.exitCode != 0:
+		run.Status = StatusFailed
+		msg := fmt.Sprintf("the Skill exited with status %d", *out.exitCode)
+		if line := lastLine(out.stderr); line != "" {
+			msg += ": " + line
+		}
+		run.Error = &RunError{Code: errs.Unprocessable, Message: red.clean(msg)}
+	}
+}
+
+// classify turns an executor or model error into a code, whether it is transient, and a
+// message.
+func classify(err error) (errs.Code, bool, string) {
+	msg := err.Error()
+	var ce *errs.Error
+	if errors.As(err, &ce) && ce.Message != "" {
+		msg = ce.Message
+	}
+	switch {
+	case errors.Is(err, runtime.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		return errs.Timeout, true, msg
+	case errors.Is(err, runtime.ErrUnsupported):
+		return errs.Unavailable, false, msg
+	case errors.Is(err, runtime.ErrNotFound), errors.Is(err, runtime.ErrTrap), errors.Is(err, runtime.ErrPolicyRequired):
+		return errs.Unprocessable, false, msg
+	case errors.Is(err, runtime.ErrOutputTooLarge):
+		return errs.TooLarge, false, msg
+	case errors.Is(err, model.ErrAuth), errors.Is(err, model.ErrNoModel):
+		return errs.CodeOf(err), false, msg
+	}
+	code := errs.CodeOf(err)
+	switch code {
+	case errs.Timeout, errs.Unavailable, errs.Upstream, errs.RateLimited:
+		return code, true, msg
+	}
+	return code, false, msg
+}
+
+// runInstructions sends SKILL.md's body to the Pixie model as the system prompt, the Task's
+// history as earlier turns, and the Snapshot as the user message.
+func (s *Service) runInstructions(ctx context.Context, sc *scan, pc PetContext) outcome {
+	if s.model == nil {
+		return outcome{err: errs.Wrap(errs.Unavailable, model.ErrNoModel, "no Pixie model is configured")}
+	}
+	var msgs []model.Message
+	for _, h := range pc.History {
+		msgs = append(msgs, model.Message{Role: model.RoleUser, Content: historyPrompt(h)})
+		answer := h.Output
+		if h.Status != StatusSucceeded {
+			answer = fmt.Sprintf("(this invocation %s: %s)", h.Status, h.Error)
+		}
+		if strings.TrimSpace(answer) == "" {
+			answer = "(no output)"
+		}
+		msgs = append(msgs, model.Message{Role: model.RoleAssistant, Content: answer})
+	}
+	snap, _ := json.MarshalIndent(pc.Snapshot, "", "  ")
+	msgs = append(msgs, model.Message{Role: model.RoleUser, Content: fmt.Sprintf(
+		"Pet invocation #%d of the Skill %q (task %s, epoch %d, run %d).\nSnapshot of the source, frozen at capture time (JSON):\n%s",
+		pc.Seq, pc.Skill, pc.TaskID, pc.Epoch, pc.Run, snap)})
+	resp, err := s.model.Complete(ctx, model.Request{System: sc.body, Messages: msgs})
+	if err != nil {
+		return outcome{err: err}
+	}
+	u := resp.Usage
+	return outcome{output: resp.Text, usage: &u}
+}
+
+func historyPrompt(h HistoryEntry) string {
+	title := ""
+	if h.Title != "" {
+		title = fmt.Sprintf(", source %q", h.Title)
+	}
+	return fmt.Sprintf("Pet invocation #%d of the Skill %q (captured %s%s).", h.Seq, h.Skill, h.CapturedAt.Format(time.RFC3339), title)
+}
+
+// runProgram runs a script or WASM Skill through the executor.
+func (s *Service) runProgram(ctx context.Context, sc *scan, pc PetContext, vars map[string]string, red redactor) outcome {
+	raw, err := json.Marshal(pc)
+	if err != nil {
+		return outcome{err: err}
+	}
+	cwd := pc.Snapshot.Cwd
+	if cwd != "" {
+		if st, err := os.Stat(cwd); err != nil || !st.IsDir() {
+			return outcome{err: errs.New(errs.Unprocessable, "the snapshot's cwd %s is not a directory on this machine", cwd)}
+		}
+	} else {
+		if err := os.MkdirAll(s.cfg.Workspace, 0o700); err != nil {
+			return outcome{err: errs.Wrap(errs.Unavailable, err, "cannot create the Pet workspace: %s", errText(err))}
+		}
+		cwd = s.cfg.Workspace
+	}
+	req := runtime.Request{Target: string(raw), Vars: vars, Cwd: cwd, Policy: s.cfg.ScriptPolicy, Timeout: s.cfg.RunTimeout}
+	var helper *petHelper
+	switch sc.kind {
+	case KindScript:
+		req.Kind, req.Ref = runtime.KindScript, filepath.Join(sc.path, ScriptFile)
+	case KindWASM:
+		helper = &petHelper{s: s, red: red, target: string(raw)}
+		req.Kind, req.Ref, req.Entry = runtime.KindModule, filepath.Join(sc.path, WASMFile), abi.EntryRun
+		req.PetContext = raw
+		req.MountCwd = pc.Snapshot.Cwd != ""
+		req.Helper = helper
+	}
+	if s.exec == nil {
+		return outcome{err: fmt.Errorf("%w: no executor for %s Skills", runtime.ErrUnsupported, sc.kind)}
+	}
+	res, err := s.exec.Run(ctx, req)
+	out := outcome{output: res.Stdout, stderr: res.Stderr, err: err}
+	if err == nil {
+		code := res.ExitCode
+		out.exitCode = &code
+	}
+	if helper != nil {
+		out.logs, out.usage = helper.result()
+	}
+	return out
+}
+
+// history returns the Task's Invocations before seq (at most MaxHistory, newest kept), with
+// their latest results, bounded in size.
+func (s *Service) history(ctx context.Context, taskID string, seq int) ([]HistoryEntry, error) {
+	var out []HistoryEntry
+	err := s.st.View(ctx, func(tx *store.Tx) error {
+		out = out[:0]
+		var ids []string
+		err := taskInvC.Each(tx, taskID+"/", store.ScanOptions{}, func(k, id string) error {
+			var n int
+			if _, err := fmt.Sscanf(strings.TrimPrefix(k, taskID+"/"), "%d", &n); err != nil || n >= seq {
+				return nil
+			}
+			ids = append(ids, id)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if len(ids) > s.cfg.MaxHistory {
+			ids = ids[len(ids)-s.cfg.MaxHistory:]
+		}
+		for _, id := range ids {
+			inv, err := invC.Get(tx, id)
+			if err != nil {
+				return err
+			}
+			snap, err := snapC.Get(tx, id)
+			if err != nil {
+				return err
+			}
+			last, err := runsC.Get(tx, runID(id, inv.Attempts))
+			if err != nil {
+				return err
+			}
+			last = s.settled(last)
+			h := HistoryEntry{InvocationID: id, Seq: inv.Seq, Skill: inv.Skill, Title: snap.Title,
+				CapturedAt: snap.CapturedAt, Status: last.Status, Output: clipBytes(last.Output, maxHistoryOutput)}
+			if last.Error != nil {
+				h.Error = last.Error.Message
+			}
+			out = append(out, h)
+		}
+		return nil
+	})
+	// Keep the newest entries within the total budget.
+	total := 0
+	for i := len(out) - 1; i >= 0; i-- {
+		total += len(out[i].Output) + len(out[i].Error) + len(out[i].Title) + 64
+		if total > maxHistoryTotal {
+			out = out[i+1:]
+			break
+		}
+	}
+	if out == nil {
+		out = []HistoryEntry{}
+	}
+	return out, err
+}
+
+// petHelper serves a WASM Skill's pixie_ask (through the Pixie model, with environment values
+// redacted from what is sent) and pixie_log (kept in the Run record) within the run contract's
+// helper budget. pixie_judge is not offered to Skills.
+type petHelper struct {
+	s      *Service
+	red    redactor
+	target string
+
+	mu    sync.Mutex
+	calls int
+	logs  []string
+	usage model.Usage
+	used  bool
+}
+
+var _ runtime.Helper = (*petHelper)(nil)
+
+func (h *petHelper) spend(size int) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.calls >= abi.MaxHelperCalls {
+		return errs.New(errs.RateLimited, "the run used its %d helper calls", abi.MaxHelperCalls)
+	}
+	if size > abi.MaxHelperRequestSize {
+		return errs.New(errs.TooLarge, "the request is %d bytes; the limit is %d", size, abi.MaxHelperRequestSize)
+	}
+	h.calls++
+	return nil
+}
+
+// Ask implements runtime.Helper.
+func (h *petHelper) Ask(ctx context.Context, req abi.AskRequest) (abi.AskResponse, error) {
+	input := req.Input
+	if req.UseTarget {
+		input = h.target
+	}
+	if err := h.spend(len(req.Instruction) + len(input)); err != nil {
+		return abi.AskResponse{}, err
+	}
+	if strings.TrimSpace(req.Instruction) == "" {
+		return abi.AskResponse{}, errs.New(errs.Invalid, "ask needs an instruction")
+	}
+	if h.s.model == nil || !h.s.model.Info().Configured {
+		return abi.AskResponse{}, errs.Wrap(errs.Unavailable, model.ErrNoModel, "no Pixie model is configured")
+	}
+	content := h.red.clean(input)
+	if strings.TrimSpace(content) == "" {
+		content = "(no input)"
+	}
+	resp, err := h.s.model.Complete(ctx, model.Request{System: h.red.clean(req.Instruction),
+		Messages: []model.Message{{Role: model.RoleUser, Content: content}}})
+	if err != nil {
+		return abi.AskResponse{}, err
+	}
+	h.mu.Lock()
+	h.usage, h.used = h.usage.Add(resp.Usage), true
+	h.mu.Unlock()
+	return abi.AskResponse{Text: resp.Text}, nil
+}
+
+// Judge implements runtime.Helper: not offered to Skills.
+func (h *petHelper) Judge(context.Context, abi.JudgeRequest) (abi.JudgeResponse, error) {
+	return abi.JudgeResponse{}, errs.New(errs.Unavailable, "pixie judge is not available to Pet Skills")
+}
+
+// Log implements runtime.Helper.
+func (h *petHelper) Log(level, message string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case len(h.logs) < maxLogLines:
+		h.logs = append(h.logs, level+": "+message)
+	case len(h.logs) == maxLogLines:
+		h.logs = append(h.logs, "warn: further log lines were dropped")
+	}
+}
+
+func (h *petHelper) result() ([]string, *model.Usage) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var u *model.Usage
+	if h.used {
+		cp := h.usage
+		u = &cp
+	}
+	return append([]string(nil), h.logs...), u
+}
+
+// clipBytes cuts s to at most n bytes on a rune boundary.
+func clipBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// tailBytes keeps the last n bytes of s, on a rune boundary.
+func tailBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := len(s) - n
+	for i < len(s) && !utf8.RuneStart(s[i]) {
+		i++
+	}
+	return s[i:]
+}
+
+// lastLine returns the last non-empty line of s, clipped.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return clipBytes(strings.TrimSpace(lines[len(lines)-1]), 300)
+}

@@ -1,0 +1,248 @@
+// Package pet owns Pet: chores run in a separate executor against a frozen snapshot of what a
+// person was looking at (spec: pet.md). It holds the four entities (Task, Invocation, Snapshot,
+// Run), the Skills a user imports by absolute path, their projection into the Pet workspace,
+// the environment values Skills receive as DSH_PET_* variables, the three executors (a WASM
+// guest, a legacy bash script, or SKILL.md instructions for the Pixie model), the capability
+// wheel with its built-in actions, and the diagnostics. HTTP lives in server/pet.go; the CLI in
+// cmd/pixie/pet.go. The full description for users is docs/pet.md.
+//
+// # Entities
+//
+// A Task is the long-lived work thread of one source scope ("session:<id>", "workspace:<id>" or
+// "independent"). At most one unarchived Task exists per scope: the index key
+// pet-task-scope/<scope> is read and written in the same store transaction that creates a Task,
+// so concurrent invocations (from any number of processes over one store) agree on one Task.
+// Archiving closes a Task for good; the next invocation from that scope starts a new epoch with
+// a new Task and a fresh executor session. An Invocation is one request in a Task; its Snapshot
+// is written once (store Insert) and never rewritten. A Run is one attempt of an Invocation; a
+// retry of a transient failure adds a Run with the same Skill, Snapshot and Task. The executor
+// session of a Task is its history: every later Invocation sees the earlier ones and their
+// results (as chat turns for instruction Skills, in pet_context for WASM and on stdin for
+// scripts). Invocations of one scope run one at a time in this process, in order.
+//
+// # Store layout
+//
+//	pet-skill/<name>                  registered Skill: the link name → absolute path, enabled, shortcut
+//	pet-drift/<name>                  sticky drift marker; cleared only by RebuildProjection
+//	pet-task/<task id>                Task (ids sort by creation time)
+//	pet-task-scope/<scope>            the scope's current Task id, epoch and whether it is open
+//	pet-task-inv/<task id>/<seq>      the Task's Invocation ids in order (seq zero-padded)
+//	pet-inv/<invocation id>           Invocation status
+//	pet-snap/<invocation id>          the Invocation's Snapshot, inserted once
+//	pet-run/<invocation id>/<n>       Runs of an Invocation (n zero-padded)
+//	pet-env/g/<KEY>                   global environment values
+//	pet-env/w/<workspace id>/<KEY>    per-workspace environment values
+//
+// # Trust model
+//
+// Pet fails closed: a Skill runs only when it is registered, enabled, its link resolves to a
+// directory that passes validation at that very moment, its projection entry is intact (no
+// drift since the last rebuild) and its executor is available. Scripts run under the read-only
+// sandbox policy unless Config.ScriptPolicy says otherwise. Environment values reach only the
+// Skill's process (bash environment, WASM config); they are redacted from every output Pet
+// records or returns and never enter a prompt.
+package pet
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/internal/model"
+	"github.com/pixie-dev/pixie/internal/store"
+	"github.com/pixie-dev/pixie/runtime"
+)
+
+// Defaults of Config.
+const (
+	DefaultMaxSkillFiles    = 200
+	DefaultMaxSkillFileSize = 1 << 20
+	DefaultMaxSkillSize     = 8 << 20
+	DefaultRunTimeout       = 60 * time.Second
+	DefaultMaxHistory       = 20
+)
+
+// ProjectionDir is the Pet workspace's skills folder, relative to the workspace. Enabled Skills
+// appear there as symlinks named after the Skill.
+const ProjectionDir = ".pixie/skills"
+
+// Config configures a Service. The zero value works: every zero field takes its default.
+type Config struct {
+	// Home is Pixie's home directory, used only to place the default Workspace; empty means
+	// $PIXIE_HOME, else ~/.pixie.
+	Home string
+	// Workspace is the Pet workspace (absolute); empty means <Home>/pet/workspace. Skills are
+	// projected into <Workspace>/.pixie/skills, and scripts run there when the snapshot has no cwd.
+	Workspace string
+	// MaxSkillFiles caps the files of one Skill (directories are capped at the same number);
+	// zero means 200.
+	MaxSkillFiles int
+	// MaxSkillFileSize caps each file of a Skill, in bytes; zero means 1 MiB.
+	MaxSkillFileSize int64
+	// MaxSkillSize caps a Skill's files together, in bytes; zero means 8 MiB.
+	MaxSkillSize int64
+	// RunTimeout bounds one Run (executor, model and helper calls together); zero means 60s.
+	RunTimeout time.Duration
+	// ScriptPolicy is the sandbox policy of script and WASM Skills; empty means read-only.
+	ScriptPolicy runtime.Policy
+	// MaxHistory is how many earlier Invocations of its Task a Run sees; zero means 20.
+	MaxHistory int
+	// Logger receives warnings (drift found, injected variables skipped); nil discards them.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.MaxSkillFiles < 0 || c.MaxSkillFileSize < 0 || c.MaxSkillSize < 0 || c.RunTimeout < 0 || c.MaxHistory < 0 {
+		return c, errs.New(errs.Invalid, "pet: limits and timeouts must not be negative")
+	}
+	if c.MaxSkillFiles == 0 {
+		c.MaxSkillFiles = DefaultMaxSkillFiles
+	}
+	if c.MaxSkillFileSize == 0 {
+		c.MaxSkillFileSize = DefaultMaxSkillFileSize
+	}
+	if c.MaxSkillSize == 0 {
+		c.MaxSkillSize = DefaultMaxSkillSize
+	}
+	if c.RunTimeout == 0 {
+		c.RunTimeout = DefaultRunTimeout
+	}
+	if c.MaxHistory == 0 {
+		c.MaxHistory = DefaultMaxHistory
+	}
+	if c.ScriptPolicy == "" {
+		c.ScriptPolicy = runtime.PolicyReadOnly
+	}
+	if !c.ScriptPolicy.Valid() {
+		return c, errs.New(errs.Invalid, "pet: unknown script policy %q", c.ScriptPolicy)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Workspace == "" {
+		home := c.Home
+		if home == "" {
+			home = os.Getenv("PIXIE_HOME")
+		}
+		if home == "" {
+			uh, err := os.UserHomeDir()
+			if err != nil {
+				return c, errs.Wrap(errs.Invalid, err, "pet: no home directory for the default workspace; set the workspace")
+			}
+			home = filepath.Join(uh, ".pixie")
+		}
+		c.Workspace = filepath.Join(home, "pet", "workspace")
+	}
+	if !filepath.IsAbs(c.Workspace) {
+		return c, errs.New(errs.Invalid, "pet: the workspace %q is not an absolute path", c.Workspace)
+	}
+	c.Workspace = filepath.Clean(c.Workspace)
+	return c, nil
+}
+
+// Service is Pet. It is safe for concurrent use.
+type Service struct {
+	st    *store.Store
+	exec  runtime.Executor
+	model model.Model
+	cfg   Config
+	log   *slog.Logger
+	// boot identifies this process: a Run left running by another process was interrupted.
+	boot string
+
+	// skillMu serialises changes to Skills together with their projection entries.
+	skillMu sync.Mutex
+	// scopes serialises the Invocations of one scope (the Task's executor session).
+	scopes keyedMutex
+
+	builtinMu sync.RWMutex
+	builtins  []BuiltinAction
+}
+
+// New returns the Pet service over st. exec runs script and WASM Skills (normally a
+// runtime.Dispatcher holding the bash and WASM executors; nil leaves both unavailable), and m is
+// the Pixie model for instruction Skills (nil means none is configured).
+func New(st *store.Store, exec runtime.Executor, m model.Model, cfg Config) (*Service, error) {
+	if st == nil {
+		return nil, errs.New(errs.Invalid, "pet: a store is required")
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Service{st: st, exec: exec, model: m, cfg: cfg, log: cfg.Logger, boot: randHex(8),
+		scopes: keyedMutex{m: map[string]chan struct{}{}}}, nil
+}
+
+// Paths are the Pet directories.
+type Paths struct {
+	Workspace string `json:"workspace"`
+	Skills    string `json:"skills"`
+}
+
+// Paths returns the Pet workspace and its skills folder.
+func (s *Service) Paths() Paths {
+	return Paths{Workspace: s.cfg.Workspace, Skills: s.projectionDir()}
+}
+
+func (s *Service) projectionDir() string {
+	return filepath.Join(s.cfg.Workspace, filepath.FromSlash(ProjectionDir))
+}
+
+func (s *Service) now() time.Time { return s.cfg.Now().UTC() }
+
+// newID returns an id that sorts by creation time: prefix, 16 hex digits of Unix nanoseconds,
+// 6 random hex digits.
+func (s *Service) newID(prefix string) string {
+	return fmt.Sprintf("%s%016x%s", prefix, s.cfg.Now().UnixNano(), randHex(3))
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// keyedMutex is a set of context-aware mutexes by key.
+type keyedMutex struct {
+	mu sync.Mutex
+	m  map[string]chan struct{}
+}
+
+// lock waits for key's turn; the returned func releases it.
+func (k *keyedMutex) lock(ctx context.Context, key string) (func(), error) {
+	for {
+		k.mu.Lock()
+		ch, busy := k.m[key]
+		if !busy {
+			ch = make(chan struct{})
+			k.m[key] = ch
+			k.mu.Unlock()
+			return func() {
+				k.mu.Lock()
+				delete(k.m, key)
+				k.mu.Unlock()
+				close(ch)
+			}, nil
+		}
+		k.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, errs.Wrap(errs.Timeout, ctx.Err(), "gave up waiting for the earlier invocation of this scope to finish")
+		}
+	}
+}

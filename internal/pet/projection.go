@@ -1,0 +1,279 @@
+package pet
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/internal/store"
+)
+
+// Projection states of a Skill's entry in <workspace>/.pixie/skills.
+const (
+	ProjectionOK          = "ok"           // a symlink to the Skill's path
+	ProjectionAbsent      = "absent"       // no entry, as a disabled Skill should have
+	ProjectionStray       = "stray"        // an entry for a disabled Skill
+	ProjectionMissing     = "missing"      // drift: an enabled Skill has no entry
+	ProjectionNotSymlink  = "not-symlink"  // drift: the entry is a file or directory
+	ProjectionBroken      = "broken"       // drift: the symlink's target does not resolve
+	ProjectionWrongTarget = "wrong-target" // drift: the symlink points somewhere else
+)
+
+// driftMark is pet-drift/<name>: drift was seen, and the Skill fails closed until a rebuild.
+type driftMark struct {
+	Problem string    `json:"problem"`
+	SeenAt  time.Time `json:"seenAt"`
+}
+
+// entryState inspects the projection entry of name for a Skill at target.
+func (s *Service) entryState(name, target string) string {
+	p := filepath.Join(s.projectionDir(), name)
+	info, err := os.Lstat(p)
+	if err != nil {
+		return ProjectionMissing
+	}
+	if info.Mode()&fs.ModeSymlink == 0 {
+		return ProjectionNotSymlink
+	}
+	dest, err := os.Readlink(p)
+	if err != nil || dest != target {
+		return ProjectionWrongTarget
+	}
+	if st, err := os.Stat(p); err != nil || !st.IsDir() {
+		return ProjectionBroken
+	}
+	return ProjectionOK
+}
+
+// ensureProjectionDir creates the skills folder, refusing when it, or .pixie above it, is not a
+// real directory (someone replaced it with a symlink): that is drift only a rebuild repairs.
+func (s *Service) ensureProjectionDir() error {
+	if err := os.MkdirAll(s.cfg.Workspace, 0o700); err != nil {
+		return errs.Wrap(errs.Unavailable, err, "cannot create the Pet workspace %s: %s", s.cfg.Workspace, errText(err))
+	}
+	dir := s.cfg.Workspace
+	for _, el := range strings.Split(ProjectionDir, "/") {
+		dir = filepath.Join(dir, el)
+		info, err := os.Lstat(dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				return errs.Wrap(errs.Unavailable, err, "cannot create %s: %s", dir, errText(err))
+			}
+			continue
+		}
+		if err != nil {
+			return errs.Wrap(errs.Unavailable, err, "cannot read %s: %s", dir, errText(err))
+		}
+		if !info.IsDir() || info.Mode()&fs.ModeSymlink != 0 {
+			return errs.New(errs.Conflict, "projection drift: %s is not a directory; rebuild the projection", dir)
+		}
+	}
+	return nil
+}
+
+// project creates (or repairs a stale symlink into) the projection entry of sk. An entry that is
+// not a symlink is left alone and refused: only a rebuild removes it.
+func (s *Service) project(sk Skill) error {
+	if err := s.ensureProjectionDir(); err != nil {
+		return err
+	}
+	p := filepath.Join(s.projectionDir(), sk.Name)
+	if info, err := os.Lstat(p); err == nil {
+		if info.Mode()&fs.ModeSymlink == 0 {
+			return errs.New(errs.Conflict, "projection drift: %s exists and is not a symlink; rebuild the projection", p)
+		}
+		if dest, err := os.Readlink(p); err == nil && dest == sk.Path {
+			return nil
+		}
+		if err := os.Remove(p); err != nil {
+			return errs.Wrap(errs.Unavailable, err, "cannot replace the projection entry %s: %s", p, errText(err))
+		}
+	}
+	if err := os.Symlink(sk.Path, p); err != nil {
+		return errs.Wrap(errs.Unavailable, err, "cannot project %s into %s: %s", sk.Name, s.projectionDir(), errText(err))
+	}
+	return nil
+}
+
+// unproject removes the projection entry of name when it is a symlink (anything else there is
+// drift, left for a rebuild).
+func (s *Service) unproject(name string) {
+	p := filepath.Join(s.projectionDir(), name)
+	if info, err := os.Lstat(p); err == nil && info.Mode()&fs.ModeSymlink != 0 {
+		if err := os.Remove(p); err != nil {
+			s.log.Warn("pet: cannot remove a projection entry", "entry", p, "err", err)
+		}
+	}
+}
+
+// RebuildReport says what a projection rebuild did.
+type RebuildReport struct {
+	// Created are the enabled Skills whose entry was (re)created.
+	Created []string `json:"created"`
+	// Kept are the enabled Skills whose entry was already right.
+	Kept []string `json:"kept"`
+	// Removed are the entries removed: stray ones and drifted ones that were replaced.
+	Removed []string `json:"removed"`
+	// Cleared are the Skills whose sticky drift mark was cleared.
+	Cleared []string `json:"cleared"`
+}
+
+// RebuildProjection makes the projection exactly the enabled Skills, each a symlink to its
+// path, removes everything else in the skills folder (it belongs to Pet), and clears every
+// drift mark. It is the only way a drifted Skill runs again.
+func (s *Service) RebuildProjection(ctx context.Context) (RebuildReport, error) {
+	s.skillMu.Lock()
+	defer s.skillMu.Unlock()
+	rep := RebuildReport{Created: []string{}, Kept: []string{}, Removed: []string{}, Cleared: []string{}}
+	list, err := s.listSkills(ctx)
+	if err != nil {
+		return rep, err
+	}
+	// A .pixie or skills path that is not a real directory is replaced.
+	dir := s.cfg.Workspace
+	for _, el := range strings.Split(ProjectionDir, "/") {
+		dir = filepath.Join(dir, el)
+		if info, err := os.Lstat(dir); err == nil && (!info.IsDir() || info.Mode()&fs.ModeSymlink != 0) {
+			if err := os.Remove(dir); err != nil {
+				return rep, errs.Wrap(errs.Unavailable, err, "cannot remove %s: %s", dir, errText(err))
+			}
+			rep.Removed = append(rep.Removed, dir)
+		}
+	}
+	if err := s.ensureProjectionDir(); err != nil {
+		return rep, err
+	}
+	want := map[string]Skill{}
+	for _, sk := range list {
+		if sk.Enabled {
+			want[sk.Name] = sk
+		}
+	}
+	entries, err := os.ReadDir(s.projectionDir())
+	if err != nil {
+		return rep, errs.Wrap(errs.Unavailable, err, "cannot read %s: %s", s.projectionDir(), errText(err))
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if sk, ok := want[name]; ok && s.entryState(name, sk.Path) == ProjectionOK {
+			continue
+		}
+		p := filepath.Join(s.projectionDir(), name)
+		if err := os.RemoveAll(p); err != nil {
+			return rep, errs.Wrap(errs.Unavailable, err, "cannot remove the projection entry %s: %s", p, errText(err))
+		}
+		rep.Removed = append(rep.Removed, name)
+	}
+	names := make([]string, 0, len(want))
+	for n := range want {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		sk := want[n]
+		if s.entryState(n, sk.Path) == ProjectionOK {
+			rep.Kept = append(rep.Kept, n)
+			continue
+		}
+		if err := os.Symlink(sk.Path, filepath.Join(s.projectionDir(), n)); err != nil {
+			return rep, errs.Wrap(errs.Unavailable, err, "cannot project %s: %s", n, errText(err))
+		}
+		rep.Created = append(rep.Created, n)
+	}
+	err = s.st.Update(ctx, func(tx *store.Tx) error {
+		rep.Cleared = rep.Cleared[:0]
+		marks, err := driftC.List(tx, "", store.ScanOptions{})
+		if err != nil {
+			return err
+		}
+		for _, m := range marks {
+			if err := driftC.Delete(tx, m.ID); err != nil {
+				return err
+			}
+			rep.Cleared = append(rep.Cleared, m.ID)
+		}
+		return nil
+	})
+	return rep, err
+}
+
+// skillState is the live state of a registered Skill.
+type skillState struct {
+	scan       *scan
+	resolveErr error
+	projection string
+	drift      bool
+	// err is why an invocation would be refused (nil when it would run).
+	err error
+}
+
+// skillState resolves sk now: its link, its directory's validity, its projection entry and its
+// sticky drift mark, and the availability of its executor. Drift seen on a resolvable, enabled
+// Skill is recorded as a sticky mark.
+func (s *Service) skillState(ctx context.Context, sk Skill) skillState {
+	var st skillState
+	sc, err := s.scanSkill(sk.Path, false)
+	switch {
+	case err != nil:
+		st.resolveErr = errs.Wrap(errs.Unprocessable, err, "Skill %s does not resolve: %s", sk.Name, msgOf(err)).WithDetails(detailsOf(err))
+	case sc.name != sk.Name:
+		st.resolveErr = errs.New(errs.Unprocessable, "Skill %s does not resolve: its SKILL.md now names %q; register that Skill instead", sk.Name, sc.name)
+	default:
+		st.scan = sc
+	}
+	if !sk.Enabled {
+		st.projection = ProjectionAbsent
+		if _, err := os.Lstat(filepath.Join(s.projectionDir(), sk.Name)); err == nil {
+			st.projection = ProjectionStray
+		}
+	} else {
+		st.projection = s.entryState(sk.Name, sk.Path)
+	}
+	// A projection problem of an enabled, resolvable Skill is drift, made sticky.
+	var mark driftMark
+	haveMark := false
+	_ = s.st.View(ctx, func(tx *store.Tx) error {
+		m, err := driftC.Get(tx, sk.Name)
+		if err == nil {
+			mark, haveMark = m, true
+		}
+		return nil
+	})
+	if sk.Enabled && st.resolveErr == nil && st.projection != ProjectionOK && !haveMark {
+		mark = driftMark{Problem: st.projection, SeenAt: s.now()}
+		haveMark = true
+		s.log.Warn("pet: projection drift; the Skill fails closed until the projection is rebuilt", "skill", sk.Name, "problem", st.projection)
+		err := s.st.Update(ctx, func(tx *store.Tx) error {
+			if _, err := skillsC.Get(tx, sk.Name); err != nil {
+				return nil // removed meanwhile
+			}
+			if ok, err := driftC.Has(tx, sk.Name); err != nil || ok {
+				return err
+			}
+			return driftC.Put(tx, sk.Name, mark)
+		})
+		if err != nil {
+			s.log.Warn("pet: cannot record drift", "skill", sk.Name, "err", err)
+		}
+	}
+	st.drift = haveMark
+	switch {
+	case !sk.Enabled:
+		st.err = errs.New(errs.Conflict, "Skill %s is disabled", sk.Name)
+	case st.resolveErr != nil:
+		st.err = st.resolveErr
+	case st.drift:
+		st.err = errs.New(errs.Conflict, "Skill %s fails closed: projection drift (%s, seen %s); rebuild the projection", sk.Name, mark.Problem, mark.SeenAt.Format(time.RFC3339))
+	default:
+		if ok, reason := s.executorAvailable(ctx, st.scan.kind); !ok {
+			st.err = errs.New(errs.Unavailable, "Skill %s cannot run: %s", sk.Name, reason)
+		}
+	}
+	return st
+}
