@@ -228,7 +228,7 @@ func (e *Executor) Close() error {
 // runtime.ErrPolicyRequired, ErrNotFound, ErrUnsupported, ErrTimeout, ErrOutputTooLarge, or
 // ErrTrap (the script was killed by a signal it did not get from us), or report an invalid
 // request or a cancelled context. On error the Result still carries the stderr and duration
-// for the record, never the stdout.
+// for the record, with ExitCode -1 and never the stdout.
 func (e *Executor) Run(ctx context.Context, req runtime.Request) (runtime.Result, error) {
 	if err := e.check(&req); err != nil {
 		return runtime.Result{}, err
