@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/internal/hint"
 	"github.com/pixie-dev/pixie/internal/store"
 )
 
@@ -62,6 +63,8 @@ type Deps struct {
 	Store *store.Store
 	// Info returns what is configured (no secrets) for /v1/info.
 	Info func(ctx context.Context) map[string]any
+	// Hints is the hint queue (routes in hints.go).
+	Hints *hint.Queue
 }
 
 // Server is Pixie's HTTP server.
@@ -202,6 +205,7 @@ func (s *Server) routes() {
 	authed.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})))
 	s.v1 = s.e.Group("/v1", s.requireAuth)
 	s.v1.GET("/info", s.info)
+	s.mountHints(s.v1)
 	s.mountUI()
 }
 

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/pixie-dev/pixie/internal/config"
+	"github.com/pixie-dev/pixie/internal/hint"
 	"github.com/pixie-dev/pixie/internal/model"
 	"github.com/pixie-dev/pixie/internal/store"
 	"github.com/pixie-dev/pixie/server"
@@ -24,9 +25,19 @@ func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *stor
 		"addr":  cfg.Addr,
 		"model": pixieModel.Info(),
 	}
+	hints, err := hint.New(st, hint.Config{
+		MaxPerStep: cfg.Hints.MaxPerStep, MaxContentChars: cfg.Hints.MaxContentChars,
+		MaxPendingPerSession: cfg.Hints.MaxPendingPerSession, KeepConsumed: cfg.Hints.KeepConsumed,
+		HeartbeatInterval: cfg.Hints.Heartbeat, Lease: cfg.Hints.Lease, Locale: cfg.Hints.Locale, Logger: log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("hints: %w", err)
+	}
+	a.closers = append(a.closers, func() { hints.Close() })
 	deps := server.Deps{
 		Store: st,
 		Info:  func(context.Context) map[string]any { return info },
+		Hints: hints,
 	}
 	a.srv = server.New(server.Config{
 		Addr:         cfg.Addr,
