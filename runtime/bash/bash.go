@@ -231,7 +231,7 @@ func (e *Executor) Close() error {
 // for the record, with ExitCode -1 and never the stdout.
 func (e *Executor) Run(ctx context.Context, req runtime.Request) (runtime.Result, error) {
 	if err := e.check(&req); err != nil {
-		return runtime.Result{}, err
+		return failed, err
 	}
 	timeout := req.Timeout
 	if timeout == 0 {
@@ -239,7 +239,7 @@ func (e *Executor) Run(ctx context.Context, req runtime.Request) (runtime.Result
 	}
 	tmp, err := os.MkdirTemp(e.tempDir, "pixie-run-")
 	if err != nil {
-		return runtime.Result{}, errs.Wrap(errs.Internal, err, "script temporary directory: %v", err)
+		return failed, errs.Wrap(errs.Internal, err, "script temporary directory: %v", err)
 	}
 	defer os.RemoveAll(tmp)
 
@@ -330,6 +330,9 @@ func (e *Executor) env(req runtime.Request, tmp string) []string {
 	}
 	return env
 }
+
+// failed is the Result returned with errors that happen before the script runs.
+var failed = runtime.Result{ExitCode: -1}
 
 // trimBoundaryNewlines removes leading and trailing line breaks ("\n" or "\r\n") and nothing
 // else.

@@ -437,9 +437,12 @@ func TestRequestValidation(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			req := request(ref, cwd, runtime.PolicyFull)
 			tt.mutate(&req)
-			_, err := e.Run(context.Background(), req)
+			res, err := e.Run(context.Background(), req)
 			if err == nil {
 				t.Fatal("no error")
+			}
+			if res.ExitCode != -1 {
+				t.Errorf("ExitCode = %d with an error, want -1", res.ExitCode)
 			}
 			if tt.sentinel != nil && !errors.Is(err, tt.sentinel) {
 				t.Errorf("err = %v, want it to wrap %v", err, tt.sentinel)

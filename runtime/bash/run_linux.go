@@ -56,7 +56,7 @@ func (e *Executor) run(ctx context.Context, argv []string, sandboxed bool, env [
 	if sandboxed {
 		r, w, err := os.Pipe()
 		if err != nil {
-			return runtime.Result{}, errs.Wrap(errs.Internal, err, "status pipe: %v", err)
+			return failed, errs.Wrap(errs.Internal, err, "status pipe: %v", err)
 		}
 		defer r.Close()
 		statusR = r
@@ -68,7 +68,7 @@ func (e *Executor) run(ctx context.Context, argv []string, sandboxed bool, env [
 	defer cancel()
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
-		return runtime.Result{}, errs.Wrap(errs.Unavailable, err, "starting the script: %v", err)
+		return failed, errs.Wrap(errs.Unavailable, err, "starting the script: %v", err)
 	}
 	pid := cmd.Process.Pid
 	status := make(chan []byte, 1)

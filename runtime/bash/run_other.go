@@ -15,5 +15,5 @@ func supported() error {
 }
 
 func (e *Executor) run(context.Context, []string, bool, []string, runtime.Request, time.Duration) (runtime.Result, error) {
-	return runtime.Result{}, supported()
+	return failed, supported()
 }
