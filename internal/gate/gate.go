@@ -141,3 +141,13 @@ const (
 	cfgScriptDir = "script-dir"
 	cfgRevision  = "revision"
 )
+
+// ModuleCheckerFunc adapts a function to ModuleChecker.
+type ModuleCheckerFunc func(ctx context.Context, name string) (bool, error)
+
+// ModuleExists implements ModuleChecker.
+func (f ModuleCheckerFunc) ModuleExists(ctx context.Context, name string) (bool, error) {
+	return f(ctx, name)
+}
+
+var _ ModuleChecker = ModuleCheckerFunc(nil)

@@ -159,3 +159,6 @@ Otherwise pass. If something deserves the person's attention (a risk, a follow-u
 		tmpl("blank", "Blank gate", "Start from an empty task.", abi.PointUserMessage, "", nil),
 	}
 }
+
+// Points lists the points in pipeline order.
+func Points() []string { return append([]string(nil), abi.Points...) }

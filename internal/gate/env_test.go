@@ -1,0 +1,216 @@
+package gate
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/pixie-dev/pixie/internal/model"
+	"github.com/pixie-dev/pixie/internal/store"
+	"github.com/pixie-dev/pixie/internal/store/badgerstore"
+	"github.com/pixie-dev/pixie/runtime"
+)
+
+// chatCall is one chat.completions request the test model server received.
+type chatCall struct {
+	System string
+	User   string
+}
+
+// llmServer is a test model server speaking the OpenAI chat.completions wire format; the
+// real openai-go client (through internal/model) talks to it.
+type llmServer struct {
+	URL   string
+	mu    sync.Mutex
+	calls []chatCall
+	// reply answers a call: an HTTP status and, for 200, the assistant's content.
+	reply func(c chatCall) (int, string)
+}
+
+func newLLM(t testing.TB, reply func(c chatCall) (int, string)) *llmServer {
+	t.Helper()
+	l := &llmServer{reply: reply}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
+			http.Error(w, "not found", http.StatusNotFound)
+			return
+		}
+		var body struct {
+			Messages []struct {
+				Role    string `json:"role"`
+				Content any    `json:"content"`
+			} `json:"messages"`
+		}
+		raw, _ := io.ReadAll(r.Body)
+		if err := json.Unmarshal(raw, &body); err != nil {
+			http.Error(w, "bad json", http.StatusBadRequest)
+			return
+		}
+		var c chatCall
+		for _, m := range body.Messages {
+			text := contentText(m.Content)
+			switch m.Role {
+			case "system", "developer":
+				c.System += text
+			case "user":
+				c.User += text
+			}
+		}
+		l.mu.Lock()
+		l.calls = append(l.calls, c)
+		reply := l.reply
+		l.mu.Unlock()
+		status, content := reply(c)
+		w.Header().Set("Content-Type", "application/json")
+		if status != http.StatusOK {
+			w.WriteHeader(status)
+			fmt.Fprintf(w, `{"error":{"message":"upstream says %d","type":"server_error","param":null,"code":null}}`, status)
+			return
+		}
+		fmt.Fprintf(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1717000000,"model":"pixie-test",
+"choices":[{"index":0,"finish_reason":"stop","logprobs":null,"message":{"role":"assistant","content":%s,"refusal":null}}],
+"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}}`, mustJSON(content))
+	}))
+	t.Cleanup(srv.Close)
+	l.URL = srv.URL + "/v1"
+	return l
+}
+
+func contentText(v any) string {
+	switch c := v.(type) {
+	case string:
+		return c
+	case []any:
+		s := ""
+		for _, p := range c {
+			if m, ok := p.(map[string]any); ok {
+				if t, ok := m["text"].(string); ok {
+					s += t
+				}
+			}
+		}
+		return s
+	}
+	return ""
+}
+
+func mustJSON(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+func (l *llmServer) setReply(f func(c chatCall) (int, string)) {
+	l.mu.Lock()
+	l.reply = f
+	l.mu.Unlock()
+}
+
+func (l *llmServer) Calls() []chatCall {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]chatCall(nil), l.calls...)
+}
+
+// answer replies with a fixed content.
+func answer(content string) func(chatCall) (int, string) {
+	return func(chatCall) (int, string) { return http.StatusOK, content }
+}
+
+// openStore opens a real Badger store in a temp dir.
+func openStore(t testing.TB) *store.Store {
+	t.Helper()
+	st, err := badgerstore.Open(context.Background(), badgerstore.Options{Dir: t.TempDir(), GCInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+// testEnv is a Service over a real store, a real OpenAI-provider model talking to a test
+// model server, and a script folder.
+type testEnv struct {
+	st      *store.Store
+	svc     *Service
+	llm     *llmServer
+	home    string
+	scripts string
+}
+
+type envOptions struct {
+	exec    runtime.Executor
+	noModel bool
+	judge   Judge
+	modules ModuleChecker
+}
+
+func newEnv(t testing.TB, o envOptions) *testEnv {
+	t.Helper()
+	e := &testEnv{st: openStore(t), home: t.TempDir()}
+	e.scripts = filepath.Join(e.home, "commands")
+	if err := os.Mkdir(e.scripts, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var m model.Model
+	if o.noModel {
+		var err error
+		if m, err = model.New(model.Config{}); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		e.llm = newLLM(t, answer(`{"verdict":"pass"}`))
+		var err error
+		m, err = model.New(model.Config{Provider: "openai", BaseURL: e.llm.URL, Model: "pixie-test", APIKey: "sk-test-secret"})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.svc = New(e.st, o.exec, m, o.judge, Config{Home: e.home, Modules: o.modules})
+	return e
+}
+
+// writeScript writes an executable script into the script folder.
+func (e *testEnv) writeScript(t testing.TB, name, body string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(e.scripts, name), []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// saveGates saves gates attached (switched on) to the preset "dev".
+func (e *testEnv) saveGates(t testing.TB, gates ...Gate) {
+	t.Helper()
+	p := Preset{Name: "dev"}
+	for _, g := range gates {
+		p.Gates = append(p.Gates, Attachment{Gate: g.Name, Enabled: true})
+	}
+	if _, err := e.svc.Save(context.Background(), Set{Gates: gates, Presets: []Preset{p}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// gate returns a gate with the defaults of a decoded definition.
+func gateAt(name, point, task string) Gate {
+	g := defaultGate()
+	g.Name, g.Point, g.Task = name, point, task
+	return g
+}
+
+// evalReq is an evaluation in session s1, preset dev.
+func evalReq(point, target string) EvalRequest {
+	r := EvalRequest{Point: point, Session: Session{ID: "s1", Preset: "dev"}, Turn: 1, Target: target}
+	if point == "tool-before" || point == "tool-after" {
+		r.Tool = &Tool{Name: "grep", Args: json.RawMessage(`{"pattern":"x"}`), CallID: "call_1"}
+	}
+	return r
+}
