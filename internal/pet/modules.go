@@ -100,4 +100,3 @@ func (m *ModuleFiles) read(p string) ([]byte, error) {
 	}
 	return body, nil
 }
-

@@ -41,12 +41,11 @@ func (s *Service) entryState(name, target string) string {
 	if info.Mode()&fs.ModeSymlink == 0 {
 		return ProjectionNotSymlink
 	}
-	dest, err := os.Readlink(p)
-	if err != nil || dest != target {
-		return ProjectionWrongTarget
-	}
 	if st, err := os.Stat(p); err != nil || !st.IsDir() {
 		return ProjectionBroken
+	}
+	if dest, err := os.Readlink(p); err != nil || dest != target {
+		return ProjectionWrongTarget
 	}
 	return ProjectionOK
 }
