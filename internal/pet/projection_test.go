@@ -90,7 +90,7 @@ func TestRebuildRemovesStrayEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	proj := filepath.Join(e.ws, pet.ProjectionDir)
-	must(t, os.Symlink(off, filepath.Join(proj, "b")))            // a disabled Skill's entry
+	must(t, os.Symlink(off, filepath.Join(proj, "b")))              // a disabled Skill's entry
 	must(t, os.Symlink(t.TempDir(), filepath.Join(proj, "global"))) // a Skill Pet does not know
 	writeFile(t, filepath.Join(proj, "notes.txt"), "x")
 	diag, err := e.svc.Diagnostics(ctx)
