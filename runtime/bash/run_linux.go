@@ -114,9 +114,12 @@ func (e *Executor) run(ctx context.Context, argv []string, sandboxed bool, env [
 	if err := sandbox.DecodeStatus(statusMsg); err != nil {
 		return res, err
 	}
-	switch reason {
-	case stopOverflow:
+	// Checked after Wait, when all output has been copied: a script that writes too much and
+	// exits at once may end before the overflow is noticed above.
+	if stdout.overflowed() {
 		return res, errs.Wrap(errs.TooLarge, runtime.ErrOutputTooLarge, "script stdout is over the %d-byte cap", e.maxOut)
+	}
+	switch reason {
 	case stopTimeout:
 		return res, errs.Wrap(errs.Timeout, runtime.ErrTimeout, "script timed out after %s", timeout)
 	case stopCancel:
@@ -194,6 +197,12 @@ func (w *capWriter) Write(p []byte) (int, error) {
 	}
 	w.buf.Write(p)
 	return len(p), nil
+}
+
+func (w *capWriter) overflowed() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.over
 }
 
 func (w *capWriter) String() string {
