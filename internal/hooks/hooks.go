@@ -25,7 +25,9 @@
 //
 // The session's sandbox policy, which legacy scripts run under, comes from permission_mode:
 // "plan" is read-only, "bypassPermissions" is full, and every other mode (default, acceptEdits,
-// dontAsk, absent or unknown) is workspace-write. The session's cwd is the input's cwd.
+// dontAsk, absent or unknown) is workspace-write. The session's cwd is the input's cwd when it is
+// an absolute path (otherwise none: scripts then fail under the gate's error policy, WASM guests
+// still run).
 //
 // # Turns
 //
@@ -40,6 +42,7 @@ package hooks
 import (
 	"bytes"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -66,8 +69,8 @@ const (
 
 // Limits of an input.
 const (
-	// MaxSessionIDLen caps session_id in bytes (the hint queue's cap).
-	MaxSessionIDLen = 256
+	// MaxSessionIDLen caps session_id in bytes (the gate's cap).
+	MaxSessionIDLen = 128
 	// MaxInputSize caps a hook input in bytes; tool results can be large.
 	MaxInputSize = 8 << 20
 )
@@ -117,11 +120,15 @@ type Event struct {
 	Policy runtime.Policy
 	// TurnKey identifies the host's turn when it tells one (turn_id, else prompt_id).
 	TurnKey string
+	// PromptID is the host's id of the user prompt (Claude Code's prompt_id).
+	PromptID string
 	// ToolName and ToolArgs (the tool_input JSON) are set at tool and agent-message points.
 	ToolName string
 	ToolArgs string
 	// ToolInput is the tool_input object, kept to build updatedInput.
 	ToolInput json.RawMessage
+	// ToolUseID identifies the tool call (tool_use_id).
+	ToolUseID string
 	// Target is the text the gate checks.
 	Target string
 	// Structured marks a tool result that is a JSON object or array (see the package comment).
@@ -168,7 +175,10 @@ func MapInput(in Input) (Event, error) {
 	}
 	ev.Handled = true
 	ev.SessionID = in.SessionID
-	ev.Cwd = in.Cwd
+	if filepath.IsAbs(in.Cwd) {
+		ev.Cwd = filepath.Clean(in.Cwd)
+	}
+	ev.PromptID = in.PromptID
 	ev.Policy = PolicyOf(in.PermissionMode)
 	ev.TurnKey = in.TurnID
 	if ev.TurnKey == "" {
@@ -192,7 +202,7 @@ func MapInput(in Input) (Event, error) {
 		if err != nil {
 			return Event{}, err
 		}
-		ev.ToolName, ev.ToolArgs, ev.ToolInput = in.ToolName, string(args), args
+		ev.ToolName, ev.ToolArgs, ev.ToolInput, ev.ToolUseID = in.ToolName, string(args), args, in.ToolUseID
 		if in.HookEventName == EventPreToolUse {
 			ev.Point, ev.Target = abi.PointToolBefore, string(args)
 			if prompt, ok := agentPrompt(in.ToolName, args); ok {
@@ -246,6 +256,8 @@ func checkSession(s string) error {
 		return errs.New(errs.Invalid, "session_id is required")
 	case s == "*":
 		return errs.New(errs.Invalid, "session_id %q is reserved", s)
+	case strings.Contains(s, "/"):
+		return errs.New(errs.Invalid, "session_id must not contain '/'")
 	case len(s) > MaxSessionIDLen:
 		return errs.New(errs.Invalid, "session_id is over %d bytes", MaxSessionIDLen)
 	case !utf8.ValidString(s):

@@ -27,22 +27,26 @@ const MaxStringLen = 10_000
 // truncMarker ends a string cut to MaxStringLen.
 const truncMarker = "\n[… truncated by Pixie]"
 
-// Outcome is what the gates decided at one event, in the terms the hook output needs.
+// Outcome is what the gate decided at one event, in the terms the hook output needs (the
+// fields of the gate's result that reach the host).
 type Outcome struct {
 	// Action is one of the Action constants; empty means ActionNone.
 	Action string
 	// Gate names the gate that decided (used in default messages).
 	Gate string
+	// Text is the final text: the replacement (replaced), or the target with the addition
+	// (appended at message points).
+	Text string
+	// Addition is the text sent along with the target (appended).
+	Addition string
 	// Reason is why it stopped (rejected, blocked, steered).
 	Reason string
-	// Replacement is the new text (replaced).
-	Replacement string
-	// Addition is the text sent along (appended).
-	Addition string
 	// Suggestion is the replacement offered with a rejection at a message point.
 	Suggestion string
 	// Notes are shown only to the user.
 	Notes []string
+	// Error is a gate failure the "continue" error policy let pass; the user is told.
+	Error string
 }
 
 // Output is a Claude Code hook output: the JSON object a command hook prints on stdout and an
@@ -116,12 +120,13 @@ func Render(ev Event, o Outcome, hints string) Output {
 	if action == "" {
 		action = ActionNone
 	}
-	// asNote turns output the point cannot apply into a note, as the gate's point table does.
+	// asNote turns output the point cannot apply into a note, as the gate's point table does
+	// (the gate never sends such output; this keeps a mismatch visible rather than lost).
 	asNote := func() {
-		if o.Replacement != "" {
-			notice = append(notice, "Replacement (it cannot apply here):\n"+o.Replacement)
-		}
-		if o.Addition != "" {
+		switch action {
+		case ActionReplaced:
+			notice = append(notice, "Replacement (it cannot apply here):\n"+o.Text)
+		case ActionAppended:
 			notice = append(notice, "Addition (it cannot apply here):\n"+o.Addition)
 		}
 	}
@@ -136,8 +141,8 @@ func Render(ev Event, o Outcome, hints string) Output {
 		case ActionReplaced:
 			// Claude Code cannot replace a prompt: the replacement reaches the model as context
 			// that supersedes the original, and the user is told.
-			context = append(context, "Pixie rewrote the user's message. Treat the text below as the user's message in place of the original one:\n\n"+o.Replacement)
-			notice = append(notice, "Your message was rewritten for the agent:\n"+o.Replacement)
+			context = append(context, "Pixie rewrote the user's message. Treat the text below as the user's message in place of the original one:\n\n"+o.Text)
+			notice = append(notice, "Your message was rewritten for the agent:\n"+o.Text)
 		case ActionAppended:
 			context = append(context, o.Addition)
 		}
@@ -150,8 +155,8 @@ func Render(ev Event, o Outcome, hints string) Output {
 			}
 			spec.PermissionDecision, spec.PermissionDecisionReason = "deny", reason
 		case ActionReplaced, ActionAppended:
-			prompt := o.Replacement
-			if action == ActionAppended {
+			prompt := o.Text
+			if action == ActionAppended && prompt == "" {
 				prompt = ev.Target + "\n\n" + o.Addition
 			}
 			if in, err := withPrompt(ev.ToolInput, capString(prompt)); err == nil {
@@ -176,7 +181,7 @@ func Render(ev Event, o Outcome, hints string) Output {
 				asNote()
 				break
 			}
-			r := capString(o.Replacement)
+			r := capString(o.Text)
 			spec.UpdatedToolOutput = &r
 		case ActionAppended:
 			context = append(context, o.Addition)
@@ -188,6 +193,13 @@ func Render(ev Event, o Outcome, hints string) Output {
 		default:
 			asNote()
 		}
+	}
+	if o.Error != "" && action == ActionNone {
+		g := "A Pixie gate"
+		if o.Gate != "" {
+			g = fmt.Sprintf("The gate %q", o.Gate)
+		}
+		notice = append(notice, g+" failed and was passed over: "+o.Error)
 	}
 	for _, n := range o.Notes {
 		if n = strings.TrimSpace(n); n != "" {

@@ -30,7 +30,7 @@ var renderCases = []struct {
 		Notes: []string{"Matched the destructive-request rule."}}, testHints},
 	{"user_prompt_submit-rejected-no-reason", "user_prompt_submit", Outcome{Action: ActionRejected, Gate: "instruction-format"}, ""},
 	{"user_prompt_submit-replaced", "user_prompt_submit", Outcome{Action: ActionReplaced, Gate: "instruction-format",
-		Replacement: "Delete the ./victim directory (it only holds build output)."}, testHints},
+		Text: "Delete the ./victim directory (it only holds build output)."}, testHints},
 	{"user_prompt_submit-appended", "user_prompt_submit", Outcome{Action: ActionAppended, Gate: "instruction-format",
 		Addition: "Measured: {\"cues\":0,\"bytes\":21}"}, testHints},
 	{"user_prompt_submit-note", "user_prompt_submit", Outcome{Notes: []string{"[Translation]\n희생자 디렉터리를 삭제해"}}, ""},
@@ -39,8 +39,11 @@ var renderCases = []struct {
 	{"pre_tool_use-none", "pre_tool_use", Outcome{}, testHints},
 	{"pre_tool_use-blocked", "pre_tool_use", Outcome{Action: ActionBlocked, Gate: "block-risky-commands",
 		Reason: "rm -rf is not allowed; move the directory to ./trash instead.", Notes: []string{"Denied rm -rf ./victim"}}, ""},
-	{"pre_tool_use-note", "pre_tool_use", Outcome{Action: ActionNone, Notes: []string{"Looks safe."},
-		Replacement: "rm -r ./victim", Addition: "ls first"}, ""},
+	{"pre_tool_use-note", "pre_tool_use", Outcome{Action: ActionNone, Gate: "block-risky-commands",
+		Notes: []string{"Looks safe.", "Replacement: rm -r ./victim"}}, ""},
+	{"pre_tool_use-error", "pre_tool_use", Outcome{Action: ActionNone, Gate: "block-risky-commands",
+		Error: "The gate timed out after 1s"}, ""},
+	{"pre_tool_use-replaced-mismatch", "pre_tool_use", Outcome{Action: ActionReplaced, Text: "rm -r ./victim"}, ""},
 	{"codex_pre_tool_use-blocked-no-reason", "codex_pre_tool_use", Outcome{Action: ActionBlocked, Gate: "block-risky-commands"}, ""},
 	{"pre_tool_use_subagent-blocked", "pre_tool_use_subagent", Outcome{Action: ActionBlocked, Gate: "only-search-tools", Reason: "Use Glob."}, ""},
 
@@ -49,21 +52,24 @@ var renderCases = []struct {
 	{"pre_tool_use_agent-rejected", "pre_tool_use_agent", Outcome{Action: ActionRejected, Gate: "agent-protocol",
 		Reason: "Messages to subagents must name the files to search.", Suggestion: "find every caller of hooks.Map in server/ and cmd/"}, ""},
 	{"pre_tool_use_agent-replaced", "pre_tool_use_agent", Outcome{Action: ActionReplaced, Gate: "agent-protocol",
-		Replacement: "TASK: find every caller of Map\nSCOPE: the whole repository\nOUTPUT: file:line list"}, ""},
+		Text: "TASK: find every caller of Map\nSCOPE: the whole repository\nOUTPUT: file:line list"}, ""},
 	{"pre_tool_use_agent-appended", "pre_tool_use_agent", Outcome{Action: ActionAppended, Gate: "agent-protocol",
-		Addition: "Answer with file:line only.", Notes: []string{"Protocol footer added."}}, ""},
-	{"pre_tool_use_task_child-replaced", "pre_tool_use_task_child", Outcome{Action: ActionReplaced, Replacement: "run go test ./internal/hooks"}, ""},
+		Text: "find every caller of Map\n\nAnswer with file:line only.", Addition: "Answer with file:line only.",
+		Notes: []string{"Protocol footer added."}}, ""},
+	{"pre_tool_use_task_child-replaced", "pre_tool_use_task_child", Outcome{Action: ActionReplaced, Text: "run go test ./internal/hooks"}, ""},
 
 	// PostToolUse → tool-after.
 	{"post_tool_use-none", "post_tool_use", Outcome{}, ""},
 	{"post_tool_use-none-hints", "post_tool_use", Outcome{}, testHints},
 	{"post_tool_use-blocked", "post_tool_use", Outcome{Action: ActionBlocked, Gate: "secret-scan",
 		Reason: "The output contained a credential; it was withheld."}, testHints},
-	{"post_tool_use-replaced-structured", "post_tool_use", Outcome{Action: ActionReplaced, Replacement: "2 files"}, ""},
+	{"post_tool_use-replaced-structured", "post_tool_use", Outcome{Action: ActionReplaced, Text: "2 files"}, ""},
+	{"post_tool_use-appended-structured", "post_tool_use", Outcome{Action: ActionAppended, Addition: "Both files are new.",
+		Notes: []string{"Replacement (not applied to a structured result): 2 files"}}, ""},
 	{"post_tool_use-appended", "post_tool_use", Outcome{Action: ActionAppended, Gate: "digest",
 		Addition: "Both files are empty.", Notes: []string{"digest ran"}}, testHints},
 	{"post_tool_use_text-replaced", "post_tool_use_text", Outcome{Action: ActionReplaced, Gate: "digest",
-		Replacement: "Two results, both about Pixie."}, testHints},
+		Text: "Two results, both about Pixie."}, testHints},
 
 	// Stop / SubagentStop → turn-end.
 	{"stop-none", "stop", Outcome{}, testHints},
@@ -177,10 +183,10 @@ func TestRenderCaps(t *testing.T) {
 			func(o Output) string { return o.HookSpecificOutput.PermissionDecisionReason }},
 		{"hints and addition", "post_tool_use", Outcome{Action: ActionAppended, Addition: big}, testHints,
 			func(o Output) string { return o.HookSpecificOutput.AdditionalContext }},
-		{"replacement", "post_tool_use_text", Outcome{Action: ActionReplaced, Replacement: emoji}, "",
+		{"replacement", "post_tool_use_text", Outcome{Action: ActionReplaced, Text: emoji}, "",
 			func(o Output) string { return *o.HookSpecificOutput.UpdatedToolOutput }},
 		{"notes", "stop", Outcome{Notes: []string{big}}, "", func(o Output) string { return o.SystemMessage }},
-		{"agent prompt", "pre_tool_use_agent", Outcome{Action: ActionReplaced, Replacement: big}, "", func(o Output) string {
+		{"agent prompt", "pre_tool_use_agent", Outcome{Action: ActionReplaced, Text: big}, "", func(o Output) string {
 			var in struct{ Prompt string }
 			_ = json.Unmarshal(o.HookSpecificOutput.UpdatedInput, &in)
 			return in.Prompt

@@ -24,6 +24,7 @@
 //	hint/<id>                        hints (internal/hint); ids are time-ordered
 //	hint-lease/<take id>             open takes awaiting confirm or rollback
 //	hint-meta/revision               hint queue revision, bumped by every hint transaction
+//	hook-turn/<session>              a hook session's turn number and turn key, with TTL (internal/hooks)
 //	pet-*/…                          Pet tasks, invocations, runs, skills, env values (internal/pet)
 //	lark-*/…                         Lark channel state, dedup keys with TTL (internal/channel/lark)
 //	cred/<name>                      nothing: credentials live in <home>/credentials.json, not here

@@ -1,0 +1,263 @@
+package hooks
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"regexp"
+	"time"
+
+	"github.com/pixie-dev/pixie/internal/abi"
+	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/internal/gate"
+	"github.com/pixie-dev/pixie/internal/hint"
+	"github.com/pixie-dev/pixie/internal/store"
+)
+
+// Evaluator is the gate pipeline as the adapter uses it; *gate.Service implements it.
+type Evaluator interface {
+	Evaluate(ctx context.Context, req gate.EvalRequest) (gate.Result, error)
+}
+
+// Hints is the hint queue as the adapter uses it; *hint.Queue implements it.
+type Hints interface {
+	Take(ctx context.Context, session string) (hint.Take, error)
+	Confirm(ctx context.Context, takeID string) (int, error)
+	Rollback(ctx context.Context, takeID string) (int, error)
+	TurnStart(session string) error
+	TurnEnd(session string) error
+}
+
+var (
+	_ Evaluator = (*gate.Service)(nil)
+	_ Hints     = (*hint.Queue)(nil)
+)
+
+// Config configures a Service. The zero value works.
+type Config struct {
+	// DefaultPreset is the preset of a call that names none; empty means "default".
+	DefaultPreset string
+	// TurnTTL is how long a session's turn record is kept after its last event; zero means 30
+	// days.
+	TurnTTL time.Duration
+	// Logger receives warnings (hints that could not be taken or confirmed); nil discards them.
+	Logger *slog.Logger
+}
+
+// Service answers hook calls: it maps the input, keeps the session's turn, evaluates the gate,
+// takes the session's pending hints where the answer can carry them, and renders the output.
+// It is safe for concurrent use.
+type Service struct {
+	st    *store.Store
+	gates Evaluator
+	hints Hints
+	cfg   Config
+	log   *slog.Logger
+}
+
+// New returns a Service. gates nil means no gate ever runs; hints nil means no hints are
+// delivered and turns are not reported.
+func New(st *store.Store, gates Evaluator, hints Hints, cfg Config) *Service {
+	if cfg.DefaultPreset == "" {
+		cfg.DefaultPreset = "default"
+	}
+	if cfg.TurnTTL <= 0 {
+		cfg.TurnTTL = 30 * 24 * time.Hour
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &Service{st: st, gates: gates, hints: hints, cfg: cfg, log: log}
+}
+
+var presetRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// CheckPreset validates a preset name from a hook call (empty means the default preset).
+func CheckPreset(p string) error {
+	if p != "" && !presetRE.MatchString(p) {
+		return errs.New(errs.Invalid, "preset %q is not a valid name (letters, digits, '.', '_', '-'; at most 64)", p)
+	}
+	return nil
+}
+
+// Handle answers one hook call: input is the hook input JSON, preset the session's preset
+// (empty: Config.DefaultPreset). It calls deliver with the output; hints the output carries are
+// confirmed when deliver returns nil and returned to the queue when it fails, so a hint is
+// consumed exactly when an answer carrying it went out. An event Pixie does not handle is
+// answered {} at once, without touching the store. Errors are coded (errs).
+func (s *Service) Handle(ctx context.Context, preset string, input []byte, deliver func(Output) error) error {
+	if err := CheckPreset(preset); err != nil {
+		return err
+	}
+	ev, err := Map(input)
+	if err != nil {
+		return err
+	}
+	if !ev.Handled {
+		return deliver(Output{})
+	}
+	if preset == "" {
+		preset = s.cfg.DefaultPreset
+	}
+	turn, err := s.turn(ctx, ev)
+	if err != nil {
+		return err
+	}
+	if ev.Name == EventUserPromptSubmit && s.hints != nil {
+		if err := s.hints.TurnStart(ev.SessionID); err != nil {
+			return err
+		}
+	}
+	o, err := s.evaluate(ctx, ev, preset, turn)
+	if err != nil {
+		return err
+	}
+	if s.hints != nil && ev.Agent == AgentRoot &&
+		((ev.Name == EventStop && o.Action != ActionSteered) || (ev.Name == EventUserPromptSubmit && o.Action == ActionRejected)) {
+		if err := s.hints.TurnEnd(ev.SessionID); err != nil {
+			return err
+		}
+	}
+	var take hint.Take
+	if s.hints != nil && DeliversHints(ev, o) {
+		take, err = s.hints.Take(ctx, ev.SessionID)
+		if err != nil {
+			// The step goes on without hints; they stay pending for the next one.
+			s.log.Warn("hooks: taking hints failed", "session", ev.SessionID, "err", err)
+			take = hint.Take{}
+		}
+	}
+	out := Render(ev, o, take.Message)
+	derr := deliver(out)
+	if take.ID != "" {
+		s.finishTake(ctx, take.ID, derr == nil)
+	}
+	return derr
+}
+
+// finishTake confirms or rolls back a take; it runs even when ctx ended (the answer is out).
+func (s *Service) finishTake(ctx context.Context, id string, delivered bool) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	var err error
+	if delivered {
+		_, err = s.hints.Confirm(ctx, id)
+	} else {
+		_, err = s.hints.Rollback(ctx, id)
+	}
+	if err != nil {
+		s.log.Warn("hooks: closing a hint take failed", "take", id, "confirm", delivered, "err", err)
+	}
+}
+
+// evaluate runs the gate for ev and converts its result.
+func (s *Service) evaluate(ctx context.Context, ev Event, preset string, turn int) (Outcome, error) {
+	if s.gates == nil {
+		return Outcome{Action: ActionNone}, nil
+	}
+	req := gate.EvalRequest{
+		Point:      ev.Point,
+		Session:    gate.Session{ID: ev.SessionID, Preset: preset, Cwd: ev.Cwd, Policy: ev.Policy},
+		Agent:      ev.Agent,
+		Turn:       turn,
+		Target:     ev.Target,
+		Structured: ev.Structured,
+	}
+	if ev.ToolName != "" {
+		req.Tool = &gate.Tool{Name: ev.ToolName, Args: ev.ToolInput}
+		if validRef(ev.ToolUseID) {
+			req.Tool.CallID = ev.ToolUseID
+		}
+	}
+	if ev.Point == abi.PointUserMessage && validRef(ev.PromptID) {
+		req.MessageID = ev.PromptID
+	}
+	res, err := s.gates.Evaluate(ctx, req)
+	if errs.Is(err, errs.TooLarge) {
+		// The gate cannot check a target this large; say so rather than fail the hook (a
+		// failed http hook decides nothing and would also drop the step's hints).
+		var e *errs.Error
+		errors.As(err, &e)
+		return Outcome{Action: ActionNone, Notes: []string{"Pixie did not check this " + pointNoun(ev.Point) + ": " + e.Message}}, nil
+	}
+	if err != nil {
+		return Outcome{}, err
+	}
+	return Outcome{Action: res.Action, Gate: res.Gate, Text: res.Text, Addition: res.Addition,
+		Reason: res.Reason, Suggestion: res.Suggestion, Notes: res.Notes, Error: res.Error}, nil
+}
+
+func pointNoun(p string) string {
+	switch p {
+	case abi.PointUserMessage:
+		return "message"
+	case abi.PointAgentMessage:
+		return "message to the subagent"
+	case abi.PointToolBefore:
+		return "tool call"
+	case abi.PointToolAfter:
+		return "tool result"
+	}
+	return "answer"
+}
+
+// validRef reports whether an id can serve as a gate call or message id.
+func validRef(id string) bool {
+	if id == "" || len(id) > 256 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] == '/' || id[i] < 0x20 {
+			return false
+		}
+	}
+	return true
+}
+
+// turnState is a session's turn record.
+type turnState struct {
+	Turn      int       `json:"turn"`
+	Key       string    `json:"key,omitempty"`
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// turns holds hook-turn/<session> (see the key layout in internal/store).
+var turns = store.NewCollection[turnState]("hook-turn")
+
+// turn returns ev's turn number, advancing the session's turn as the package comment says. It
+// writes only when the turn changes.
+func (s *Service) turn(ctx context.Context, ev Event) (int, error) {
+	var n int
+	err := s.st.Update(ctx, func(tx *store.Tx) error {
+		cur, err := turns.Get(tx, ev.SessionID)
+		found := err == nil
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		next := cur
+		switch {
+		case ev.Name == EventUserPromptSubmit:
+			if !found || ev.TurnKey == "" || ev.TurnKey != cur.Key || cur.Turn == 0 {
+				next.Turn, next.Key = cur.Turn+1, ev.TurnKey
+			}
+		case !found || cur.Turn == 0:
+			next.Turn, next.Key = 1, ev.TurnKey
+		case ev.TurnKey != "" && ev.TurnKey != cur.Key && !ev.StopHookActive:
+			// A turn that began without a UserPromptSubmit Pixie saw. A Stop with
+			// stop_hook_active continues the current turn whatever its key.
+			next.Turn, next.Key = cur.Turn+1, ev.TurnKey
+		}
+		n = next.Turn
+		if found && next == cur {
+			return nil
+		}
+		next.UpdatedAt = time.Now().UTC()
+		return turns.PutTTL(tx, ev.SessionID, next, s.cfg.TurnTTL)
+	})
+	if err != nil {
+		return 0, errs.Wrap(errs.Internal, err, "hooks: keep the session's turn")
+	}
+	return n, nil
+}

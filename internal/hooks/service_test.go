@@ -1,0 +1,467 @@
+package hooks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/pixie-dev/pixie/internal/abi"
+	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/internal/gate"
+)
+
+// input returns a fixture with its fields overridden (session_id, prompt_id, …); the cwd is
+// an existing directory (the WASM executor mounts it read-only).
+func input(t testing.TB, name string, set map[string]any) []byte {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(fixture(t, name), &m); err != nil {
+		t.Fatal(err)
+	}
+	if sharedStack != nil {
+		m["cwd"] = sharedStack.dir
+	}
+	for k, v := range set {
+		m[k] = v
+	}
+	raw, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+func TestServiceEvents(t *testing.T) {
+	s := newStack(t)
+	tests := []struct {
+		name    string
+		fixture string
+		set     map[string]any
+		model   abi.GateOutput
+		check   func(t *testing.T, o Output)
+	}{
+		{"user-message rejected", "user_prompt_submit", nil,
+			abi.GateOutput{Verdict: "stop", Reason: "Name the directory.", Replace: "delete ./victim/build"},
+			func(t *testing.T, o Output) {
+				want(t, o.Decision == "block" && o.Reason == "Name the directory.", "decision %q reason %q", o.Decision, o.Reason)
+				want(t, strings.Contains(o.SystemMessage, "Suggested message:\ndelete ./victim/build"), "systemMessage %q", o.SystemMessage)
+				want(t, o.HookSpecificOutput == nil, "hookSpecificOutput %+v", o.HookSpecificOutput)
+			}},
+		{"user-message replaced", "user_prompt_submit", nil,
+			abi.GateOutput{Replace: "Delete ./victim (build output)."},
+			func(t *testing.T, o Output) {
+				want(t, o.Decision == "", "decision %q", o.Decision)
+				want(t, strings.HasSuffix(specOf(o).AdditionalContext, "\n\nDelete ./victim (build output)."), "additionalContext %q", specOf(o).AdditionalContext)
+			}},
+		{"user-message appended", "user_prompt_submit", nil,
+			abi.GateOutput{Append: "Measured: 3 cues", Note: "measured"},
+			func(t *testing.T, o Output) {
+				want(t, specOf(o).AdditionalContext == "Measured: 3 cues", "additionalContext %q", specOf(o).AdditionalContext)
+				want(t, o.SystemMessage == "Pixie: measured", "systemMessage %q", o.SystemMessage)
+			}},
+		{"agent-message rejected", "pre_tool_use_agent", nil,
+			abi.GateOutput{Verdict: "stop", Reason: "Name the files.", Replace: "find callers of Map in server/"},
+			func(t *testing.T, o Output) {
+				h := specOf(o)
+				want(t, h.PermissionDecision == "deny" && h.PermissionDecisionReason == "Name the files.\n\nSuggested message:\nfind callers of Map in server/",
+					"decision %q reason %q", h.PermissionDecision, h.PermissionDecisionReason)
+			}},
+		{"agent-message replaced", "pre_tool_use_agent", nil,
+			abi.GateOutput{Replace: "TASK: find callers of Map"},
+			func(t *testing.T, o Output) {
+				h := specOf(o)
+				want(t, h.PermissionDecision == "allow", "permissionDecision %q", h.PermissionDecision)
+				want(t, string(h.UpdatedInput) == `{"description":"Find callers","prompt":"TASK: find callers of Map","subagent_type":"Explore"}`, "updatedInput %s", h.UpdatedInput)
+			}},
+		{"agent-message appended", "pre_tool_use_agent", nil,
+			abi.GateOutput{Append: "Answer with file:line."},
+			func(t *testing.T, o Output) {
+				want(t, string(specOf(o).UpdatedInput) == `{"description":"Find callers","prompt":"find every caller of Map\n\nAnswer with file:line.","subagent_type":"Explore"}`,
+					"updatedInput %s", specOf(o).UpdatedInput)
+			}},
+		{"tool-before blocked by the WASM guest", "codex_pre_tool_use", nil, abi.GateOutput{},
+			func(t *testing.T, o Output) {
+				h := specOf(o)
+				want(t, h.PermissionDecision == "deny" && h.PermissionDecisionReason == "Blocked: force push. Push without --force, or ask the user first.",
+					"decision %q reason %q", h.PermissionDecision, h.PermissionDecisionReason)
+			}},
+		{"tool-before skipped by the WASM guest", "pre_tool_use_subagent", nil, abi.GateOutput{},
+			func(t *testing.T, o Output) { want(t, o.Empty(), "output %+v", o) }},
+		{"tool-before guest error passes with a note", "pre_tool_use", nil, abi.GateOutput{},
+			func(t *testing.T, o Output) {
+				// rm -rf ./victim is "unclear": the guest asks the decision engine, which this
+				// stack does not have, so the run fails and the "continue" policy lets it pass.
+				want(t, o.HookSpecificOutput == nil, "hookSpecificOutput %+v", o.HookSpecificOutput)
+				want(t, strings.HasPrefix(o.SystemMessage, `Pixie: The gate "block-risky-commands" failed and was passed over: `), "systemMessage %q", o.SystemMessage)
+			}},
+		{"tool-after blocked", "post_tool_use", nil,
+			abi.GateOutput{Verdict: "stop", Reason: "Secret in the output."},
+			func(t *testing.T, o Output) {
+				want(t, o.Decision == "block" && o.Reason == "Secret in the output.", "decision %q reason %q", o.Decision, o.Reason)
+			}},
+		{"tool-after structured replacement is a note", "post_tool_use", nil,
+			abi.GateOutput{Replace: "two files"},
+			func(t *testing.T, o Output) {
+				want(t, o.HookSpecificOutput == nil, "hookSpecificOutput %+v", o.HookSpecificOutput)
+				want(t, strings.Contains(o.SystemMessage, "two files"), "systemMessage %q", o.SystemMessage)
+			}},
+		{"tool-after appended", "post_tool_use", nil,
+			abi.GateOutput{Append: "Both files are empty."},
+			func(t *testing.T, o Output) {
+				want(t, specOf(o).AdditionalContext == "Both files are empty.", "additionalContext %q", specOf(o).AdditionalContext)
+			}},
+		{"tool-after text replaced", "post_tool_use_text", nil,
+			abi.GateOutput{Replace: "Two results."},
+			func(t *testing.T, o Output) {
+				h := specOf(o)
+				want(t, h.UpdatedToolOutput != nil && *h.UpdatedToolOutput == "Two results.", "updatedToolOutput %v", h.UpdatedToolOutput)
+			}},
+		{"turn-end steered", "stop", nil,
+			abi.GateOutput{Verdict: "stop", Reason: "Run the tests first."},
+			func(t *testing.T, o Output) {
+				want(t, o.Decision == "block" && o.Reason == "Run the tests first.", "decision %q reason %q", o.Decision, o.Reason)
+			}},
+		{"turn-end note", "stop", nil,
+			abi.GateOutput{Note: "[Translation]\nAll done."},
+			func(t *testing.T, o Output) {
+				want(t, o.Decision == "" && o.SystemMessage == "Pixie: [Translation]\nAll done.", "decision %q systemMessage %q", o.Decision, o.SystemMessage)
+			}},
+		{"subagent turn-end steered", "subagent_stop", nil,
+			abi.GateOutput{Verdict: "stop", Reason: "Add line numbers."},
+			func(t *testing.T, o Output) {
+				want(t, o.Decision == "block" && o.Reason == "Add line numbers.", "decision %q reason %q", o.Decision, o.Reason)
+			}},
+		{"unknown preset runs no gate", "stop", map[string]any{"preset": "none"},
+			abi.GateOutput{Verdict: "stop", Reason: "x"},
+			func(t *testing.T, o Output) { want(t, o.Empty(), "output %+v", o) }},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s.model.answer(tt.model)
+			preset := "p"
+			set := map[string]any{"session_id": fmt.Sprintf("events-%d", i)}
+			for k, v := range tt.set {
+				if k == "preset" {
+					preset = v.(string)
+					continue
+				}
+				set[k] = v
+			}
+			out := s.handle(t, preset, input(t, tt.fixture, set))
+			ev, _ := Map(input(t, tt.fixture, set))
+			checkOutputShape(t, ev, out)
+			tt.check(t, out)
+		})
+	}
+}
+
+func want(t *testing.T, ok bool, format string, args ...any) {
+	t.Helper()
+	if !ok {
+		t.Errorf(format, args...)
+	}
+}
+
+func specOf(o Output) SpecificOutput {
+	if o.HookSpecificOutput == nil {
+		return SpecificOutput{}
+	}
+	return *o.HookSpecificOutput
+}
+
+func TestServiceUnhandledTouchesNothing(t *testing.T) {
+	// No store, gate or queue at all: an unhandled event must not need them.
+	svc := New(nil, nil, nil, Config{})
+	for _, f := range []string{"notification", "session_start"} {
+		var got Output
+		err := svc.Handle(context.Background(), "", fixture(t, f), func(o Output) error { got = o; return nil })
+		if err != nil || !got.Empty() || string(got.Marshal()) != "{}" {
+			t.Errorf("%s: output %s, err %v", f, got.Marshal(), err)
+		}
+	}
+}
+
+func TestServiceInvalid(t *testing.T) {
+	s := newStack(t)
+	err := s.svc.Handle(context.Background(), "p", []byte(`{"hook_event_name":"PreToolUse","session_id":"x"}`), func(Output) error { return nil })
+	if errs.CodeOf(err) != errs.Invalid {
+		t.Errorf("bad input: err = %v", err)
+	}
+	err = s.svc.Handle(context.Background(), "../etc", fixture(t, "stop"), func(Output) error { return nil })
+	if errs.CodeOf(err) != errs.Invalid {
+		t.Errorf("bad preset: err = %v", err)
+	}
+}
+
+func TestServiceRedoLimit(t *testing.T) {
+	s := newStack(t)
+	session := map[string]any{"session_id": "redo", "prompt_id": "p1"}
+	s.handle(t, "p", input(t, "user_prompt_submit", session))
+	s.model.answer(abi.GateOutput{Verdict: "stop", Reason: "Run the tests first."})
+
+	first := s.handle(t, "p", input(t, "stop", session))
+	if first.Decision != "block" {
+		t.Fatalf("first Stop: %+v, want a redo", first)
+	}
+	if !s.hints.Running("redo") {
+		t.Error("a redo ended the turn")
+	}
+	// Claude Code continues the same turn and stops again with stop_hook_active; the gate's
+	// redo limit (1) is spent, so the agent is let go with a note.
+	session["stop_hook_active"] = true
+	second := s.handle(t, "p", input(t, "stop", session))
+	if second.Decision != "" || !strings.Contains(second.SystemMessage, "Redo limit reached") {
+		t.Fatalf("second Stop: %+v, want no redo and the limit note", second)
+	}
+	if s.hints.Running("redo") {
+		t.Error("the turn did not end at the final Stop")
+	}
+	// Even a changed prompt_id does not start a new turn while stop_hook_active is set.
+	session["prompt_id"] = "p1-continued"
+	third := s.handle(t, "p", input(t, "stop", session))
+	if third.Decision != "" {
+		t.Fatalf("Stop with stop_hook_active and a new prompt_id asked for another redo: %+v", third)
+	}
+	// The next prompt is a new turn with a fresh budget.
+	delete(session, "stop_hook_active")
+	session["prompt_id"] = "p2"
+	s.model.answer(abi.GateOutput{})
+	s.handle(t, "p", input(t, "user_prompt_submit", session))
+	s.model.answer(abi.GateOutput{Verdict: "stop", Reason: "Run the tests first."})
+	if next := s.handle(t, "p", input(t, "stop", session)); next.Decision != "block" {
+		t.Fatalf("Stop of the next turn: %+v, want a redo", next)
+	}
+}
+
+func TestServiceTurn(t *testing.T) {
+	s := newStack(t)
+	ctx := context.Background()
+	ev := func(name, key string, active bool) Event {
+		return Event{Name: name, Handled: true, SessionID: "turns", TurnKey: key, StopHookActive: active}
+	}
+	steps := []struct {
+		ev   Event
+		want int
+	}{
+		{ev(EventPreToolUse, "", false), 1},             // first event ever: turn 1
+		{ev(EventUserPromptSubmit, "a", false), 2},      // a prompt starts a turn
+		{ev(EventUserPromptSubmit, "a", false), 2},      // the same prompt again (a retried hook)
+		{ev(EventPostToolUse, "a", false), 2},           // same turn
+		{ev(EventStop, "a", false), 2},                  // same turn
+		{ev(EventPreToolUse, "b", false), 3},            // a new prompt id Pixie never saw start
+		{ev(EventStop, "c", true), 3},                   // continuing because of a Stop hook: same turn
+		{ev(EventUserPromptSubmit, "", false), 4},       // no prompt ids at all: every prompt is a turn
+		{ev(EventUserPromptSubmit, "", false), 5},       //
+		{ev(EventSubagentStop, "", false), 5},           //
+		{ev(EventPostToolUse, "turn_9", false), 6},      // Codex turn id
+		{ev(EventPostToolUse, "turn_9", false), 6},      //
+		{ev(EventUserPromptSubmit, "turn_9", false), 6}, // Codex sends the turn id with the prompt too
+	}
+	for i, st := range steps {
+		got, err := s.svc.turn(ctx, st.ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != st.want {
+			t.Fatalf("step %d (%s %q): turn %d, want %d", i, st.ev.Name, st.ev.TurnKey, got, st.want)
+		}
+	}
+}
+
+func TestServiceTurnStartEnd(t *testing.T) {
+	s := newStack(t)
+	s.model.answer(abi.GateOutput{})
+	in := map[string]any{"session_id": "running"}
+	s.handle(t, "p", input(t, "user_prompt_submit", in))
+	if !s.hints.Running("running") {
+		t.Fatal("UserPromptSubmit did not start the turn")
+	}
+	s.handle(t, "p", input(t, "subagent_stop", in))
+	if !s.hints.Running("running") {
+		t.Fatal("SubagentStop ended the turn")
+	}
+	s.handle(t, "p", input(t, "stop", in))
+	if s.hints.Running("running") {
+		t.Fatal("Stop did not end the turn")
+	}
+	// A rejected prompt starts no turn that lasts.
+	s.model.answer(abi.GateOutput{Verdict: "stop", Reason: "no"})
+	s.handle(t, "p", input(t, "user_prompt_submit", in))
+	if s.hints.Running("running") {
+		t.Fatal("a rejected prompt left the turn running")
+	}
+}
+
+func TestServiceHintDelivery(t *testing.T) {
+	s := newStack(t)
+	ctx := context.Background()
+	s.model.answer(abi.GateOutput{})
+	sess := map[string]any{"session_id": "deliver"}
+	if _, err := s.hints.Put(ctx, "deliver", "use the staging database"); err != nil {
+		t.Fatal(err)
+	}
+	// Not at PreToolUse, Stop or SubagentStop.
+	for _, f := range []string{"pre_tool_use_subagent", "stop", "subagent_stop"} {
+		out := s.handle(t, "p", input(t, f, sess))
+		if strings.Contains(string(out.Marshal()), "staging") {
+			t.Fatalf("%s delivered the hint: %s", f, out.Marshal())
+		}
+	}
+	// Not with a rejected prompt (the step never happens).
+	s.model.answer(abi.GateOutput{Verdict: "stop", Reason: "no"})
+	if out := s.handle(t, "p", input(t, "user_prompt_submit", sess)); strings.Contains(string(out.Marshal()), "staging") {
+		t.Fatalf("a rejected prompt delivered the hint: %s", out.Marshal())
+	}
+	// At UserPromptSubmit, once.
+	s.model.answer(abi.GateOutput{})
+	out := s.handle(t, "p", input(t, "user_prompt_submit", sess))
+	msg := specOf(out).AdditionalContext
+	if !strings.Contains(msg, "1. use the staging database") || !strings.HasPrefix(msg, s.hints.Messages().Header) {
+		t.Fatalf("additionalContext %q does not carry the rendered hint", msg)
+	}
+	if out := s.handle(t, "p", input(t, "post_tool_use", sess)); !out.Empty() {
+		t.Fatalf("the hint came twice: %s", out.Marshal())
+	}
+	snap, err := s.hints.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Pending) != 0 || len(snap.Consumed) != 1 || snap.Consumed[0].TakeID != "" {
+		t.Fatalf("queue after delivery: %+v", snap)
+	}
+}
+
+func TestServiceHintRollback(t *testing.T) {
+	s := newStack(t)
+	ctx := context.Background()
+	if _, err := s.hints.Put(ctx, "rb", "check the logs"); err != nil {
+		t.Fatal(err)
+	}
+	in := input(t, "post_tool_use", map[string]any{"session_id": "rb"})
+	lost := errors.New("client went away")
+	var first Output
+	err := s.svc.Handle(ctx, "p", in, func(o Output) error { first = o; return lost })
+	if !errors.Is(err, lost) {
+		t.Fatalf("Handle error = %v, want the deliver error", err)
+	}
+	if !strings.Contains(specOf(first).AdditionalContext, "check the logs") {
+		t.Fatal("the failed answer did not carry the hint")
+	}
+	// The answer never went out, so the hint is pending again and the next step gets it.
+	if out := s.handle(t, "p", in); !strings.Contains(specOf(out).AdditionalContext, "check the logs") {
+		t.Fatalf("hint not redelivered after a failed answer: %s", out.Marshal())
+	}
+	if out := s.handle(t, "p", in); !out.Empty() {
+		t.Fatalf("hint delivered a third time: %s", out.Marshal())
+	}
+}
+
+// TestServiceHintsExactlyOnceConcurrent fires PostToolUse calls of one session from many
+// goroutines while hints keep arriving: every hint reaches exactly one answer.
+func TestServiceHintsExactlyOnceConcurrent(t *testing.T) {
+	s := newStack(t)
+	ctx := context.Background()
+	s.model.answer(abi.GateOutput{})
+	const (
+		callers  = 8
+		calls    = 12
+		hintsN   = 60
+		session  = "concurrent"
+		hintText = "hint number %03d"
+	)
+	in := input(t, "post_tool_use_text", map[string]any{"session_id": session})
+	var (
+		mu   sync.Mutex
+		seen = map[string]int{}
+		wg   sync.WaitGroup
+	)
+	record := func(o Output) {
+		for _, line := range strings.Split(specOf(o).AdditionalContext, "\n") {
+			if i := strings.Index(line, "hint number "); i >= 0 {
+				mu.Lock()
+				seen[line[i:]]++
+				mu.Unlock()
+			}
+		}
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; i < hintsN; i++ {
+			if _, err := s.hints.Put(ctx, session, fmt.Sprintf(hintText, i)); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	for c := 0; c < callers; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < calls; i++ {
+				if err := s.svc.Handle(ctx, "p", in, func(o Output) error { record(o); return nil }); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	// Whatever is still pending is taken by one last call.
+	if err := s.svc.Handle(ctx, "p", in, func(o Output) error { record(o); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < hintsN; i++ {
+		if n := seen[fmt.Sprintf(hintText, i)]; n != 1 {
+			t.Errorf("hint %d delivered %d times", i, n)
+		}
+	}
+	if len(seen) != hintsN {
+		t.Errorf("%d distinct hints seen, want %d", len(seen), hintsN)
+	}
+	snap, err := s.hints.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Pending) != 0 {
+		t.Errorf("%d hints still pending", len(snap.Pending))
+	}
+	for _, h := range snap.Consumed {
+		if h.TakeID != "" {
+			t.Errorf("hint %s consumed but never confirmed", h.ID)
+		}
+	}
+}
+
+// TestServiceTooLargeTarget: a target over the gate's cap is not checked, the user is told, and
+// the step still gets its hints.
+func TestServiceTooLargeTarget(t *testing.T) {
+	s := newStack(t)
+	ctx := context.Background()
+	if _, err := s.hints.Put(ctx, "big", "keep going"); err != nil {
+		t.Fatal(err)
+	}
+	calls := s.model.count()
+	big := strings.Repeat("x", gate.MaxTargetSize+1)
+	out := s.handle(t, "p", input(t, "post_tool_use_text", map[string]any{"session_id": "big", "tool_response": big}))
+	if !strings.Contains(out.SystemMessage, "Pixie did not check this tool result") {
+		t.Errorf("systemMessage %q", out.SystemMessage)
+	}
+	if !strings.Contains(specOf(out).AdditionalContext, "keep going") {
+		t.Error("hint not delivered with an oversized result")
+	}
+	if s.model.count() != calls {
+		t.Error("the model was asked about an oversized target")
+	}
+	// Exactly at the cap the gate runs.
+	s.model.answer(abi.GateOutput{Note: "checked"})
+	atCap := strings.Repeat("x", gate.MaxTargetSize)
+	out = s.handle(t, "p", input(t, "post_tool_use_text", map[string]any{"session_id": "big", "tool_response": atCap}))
+	if out.SystemMessage != "Pixie: checked" {
+		t.Errorf("target at the cap: systemMessage %q", out.SystemMessage)
+	}
+}
