@@ -49,7 +49,8 @@ func (s *Server) hintState(c echo.Context) error {
 
 // hintEvents streams the queue: a comment and the retry delay, the current state, then a state
 // frame after every change and a hint frame per action, and a ": ping" comment every
-// heartbeat. Nothing else is written while the queue is idle.
+// heartbeat. Nothing else is written while the queue is idle. Frames that are ready together
+// (one change's state and actions) go out in one flushed write.
 func (s *Server) hintEvents(c echo.Context) error {
 	q := s.deps.Hints
 	ctx := c.Request().Context()
@@ -84,10 +85,16 @@ func (s *Server) hintEvents(c echo.Context) error {
 				return nil
 			}
 		case <-sub.Ready():
-			for _, f := range sub.Next() {
-				if w.Event(f.Event, f.Data) != nil {
-					return nil
-				}
+			next := sub.Next()
+			if len(next) == 0 {
+				continue
+			}
+			frames := make([]sseEvent, len(next))
+			for i, f := range next {
+				frames[i] = sseEvent{name: f.Event, data: f.Data}
+			}
+			if w.Events(frames) != nil {
+				return nil
 			}
 		}
 	}

@@ -64,9 +64,30 @@ func (w *sseWriter) comment(text string) {
 	}
 }
 
-// Event writes one event frame; data is split into one data line per line.
+// Event writes one event frame and flushes it; data is split into one data line per line.
 func (w *sseWriter) Event(name string, data []byte) error {
 	w.buf.Reset()
+	w.add(name, data)
+	return w.flush()
+}
+
+// Events writes frames that are ready together and flushes them at once: one write instead of
+// one per frame, which matters when a change goes out to many streams.
+func (w *sseWriter) Events(frames []sseEvent) error {
+	w.buf.Reset()
+	for _, f := range frames {
+		w.add(f.name, f.data)
+	}
+	return w.flush()
+}
+
+// sseEvent is one frame for Events.
+type sseEvent struct {
+	name string
+	data []byte
+}
+
+func (w *sseWriter) add(name string, data []byte) {
 	if name != "" {
 		w.buf.WriteString("event: " + name + "\n")
 	}
@@ -76,7 +97,6 @@ func (w *sseWriter) Event(name string, data []byte) error {
 		w.buf.WriteByte('\n')
 	}
 	w.buf.WriteByte('\n')
-	return w.flush()
 }
 
 func (w *sseWriter) flush() error {
