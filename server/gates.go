@@ -1,0 +1,323 @@
+package server
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/internal/gate"
+)
+
+// The gate routes (docs/gates.md). They sit in the /v1 group, behind the admin token or the UI
+// cookie; the helper routes that scripts call with their run token are in helper.go.
+
+// maxEvalBody caps evaluate and try bodies: a target of gate.MaxTargetSize, JSON-escaped, plus
+// the rest of the request.
+const maxEvalBody = 2*gate.MaxTargetSize + 64*1024
+
+func (s *Server) mountGates(g *echo.Group) {
+	if s.deps.Gates == nil {
+		return
+	}
+	g.GET("/gates", s.gatesGet)
+	g.PUT("/gates", s.gatesPut)
+	g.GET("/gates/templates", s.gateTemplates)
+	g.GET("/gates/definitions/:name", s.gateGet)
+	g.PUT("/gates/definitions/:name", s.gatePut)
+	g.DELETE("/gates/definitions/:name", s.gateDelete)
+	g.GET("/gates/presets", s.gatePresets)
+	g.PUT("/gates/presets/:preset", s.gatePresetPut)
+	g.DELETE("/gates/presets/:preset", s.gatePresetDelete)
+	g.PUT("/gates/presets/:preset/gates/:gate", s.gateAttach)
+	g.DELETE("/gates/presets/:preset/gates/:gate", s.gateDetach)
+	g.GET("/gates/scripts", s.gateScripts)
+	g.PUT("/gates/scripts", s.gateScriptFolder)
+	g.POST("/gates/scripts/refresh", s.gateScriptsRefresh)
+	g.POST("/gates/evaluate", s.gateEvaluate)
+	g.POST("/gates/try", s.gateTry)
+	g.GET("/gates/records/:id", s.gateRecord)
+	g.GET("/gates/sessions/:session/records", s.gateRecords)
+	g.GET("/gates/sessions/:session/notes", s.gateNotes)
+	g.GET("/gates/sessions/:session/switches", s.gateSwitches)
+	g.PUT("/gates/sessions/:session/switches/:gate", s.gateSwitchPut)
+	allowBigBody(http.MethodPost, "/v1/gates/evaluate")
+	allowBigBody(http.MethodPost, "/v1/gates/try")
+}
+
+func (s *Server) gatesGet(c echo.Context) error {
+	set, err := s.deps.Gates.Definitions(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, set)
+}
+
+// gatesPut saves the whole set, all-or-nothing; a refusal lists every problem by field.
+func (s *Server) gatesPut(c echo.Context) error {
+	var set gate.Set
+	if err := bind(c, &set); err != nil {
+		return err
+	}
+	saved, err := s.deps.Gates.Save(c.Request().Context(), set)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, saved)
+}
+
+func (s *Server) gateTemplates(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]any{"templates": gate.Templates()})
+}
+
+func (s *Server) gateGet(c echo.Context) error {
+	g, err := s.deps.Gates.Gate(c.Request().Context(), c.Param("name"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, g)
+}
+
+// gatePut adds or replaces one gate; the whole resulting set is validated.
+func (s *Server) gatePut(c echo.Context) error {
+	var g gate.Gate
+	if err := bind(c, &g); err != nil {
+		return err
+	}
+	name := c.Param("name")
+	if g.Name == "" {
+		g.Name = name
+	}
+	if g.Name != name {
+		return errs.New(errs.Invalid, "the gate's name %q differs from the route's %q; rename by saving the whole set", g.Name, name)
+	}
+	set, err := s.deps.Gates.SaveGate(c.Request().Context(), g)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, set)
+}
+
+func (s *Server) gateDelete(c echo.Context) error {
+	set, err := s.deps.Gates.DeleteGate(c.Request().Context(), c.Param("name"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, set)
+}
+
+func (s *Server) gatePresets(c echo.Context) error {
+	set, err := s.deps.Gates.Definitions(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"presets": set.Presets, "revision": set.Revision})
+}
+
+// gatePresetPut replaces one preset's attachments: {"gates":[{"gate":…,"enabled":…}]}.
+func (s *Server) gatePresetPut(c echo.Context) error {
+	var p gate.Preset
+	if err := bind(c, &p); err != nil {
+		return err
+	}
+	name := c.Param("preset")
+	if p.Name == "" {
+		p.Name = name
+	}
+	if p.Name != name {
+		return errs.New(errs.Invalid, "the preset's name %q differs from the route's %q", p.Name, name)
+	}
+	set, err := s.deps.Gates.SavePreset(c.Request().Context(), p)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, set)
+}
+
+func (s *Server) gatePresetDelete(c echo.Context) error {
+	set, err := s.deps.Gates.DeletePreset(c.Request().Context(), c.Param("preset"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, set)
+}
+
+// switchBody is the body of the routes that turn something on or off.
+type switchBody struct {
+	Enabled *bool `json:"enabled"`
+	On      *bool `json:"on"`
+}
+
+func (b switchBody) value() (bool, error) {
+	switch {
+	case b.Enabled != nil && b.On == nil:
+		return *b.Enabled, nil
+	case b.On != nil && b.Enabled == nil:
+		return *b.On, nil
+	}
+	return false, errs.New(errs.Invalid, `the body must be {"enabled": true|false}`)
+}
+
+// gateAttach attaches a gate to a preset, or sets that attachment's switch.
+func (s *Server) gateAttach(c echo.Context) error {
+	var b switchBody
+	if err := bind(c, &b); err != nil {
+		return err
+	}
+	on, err := b.value()
+	if err != nil {
+		return err
+	}
+	set, err := s.deps.Gates.Attach(c.Request().Context(), c.Param("preset"), c.Param("gate"), on)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, set)
+}
+
+func (s *Server) gateDetach(c echo.Context) error {
+	set, err := s.deps.Gates.Detach(c.Request().Context(), c.Param("preset"), c.Param("gate"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, set)
+}
+
+func (s *Server) gateScripts(c echo.Context) error {
+	l, err := s.deps.Gates.Scripts(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, l)
+}
+
+// gateScriptFolder sets the script folder: {"folder": "/abs" | "~/…" | ""}.
+func (s *Server) gateScriptFolder(c echo.Context) error {
+	var b struct {
+		Folder *string `json:"folder"`
+	}
+	if err := bind(c, &b); err != nil {
+		return err
+	}
+	if b.Folder == nil {
+		return errs.New(errs.Invalid, `the body must be {"folder": "<absolute or ~/ path, or empty for the default>"}`)
+	}
+	l, err := s.deps.Gates.SetScriptFolder(c.Request().Context(), *b.Folder)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, l)
+}
+
+func (s *Server) gateScriptsRefresh(c echo.Context) error {
+	l, err := s.deps.Gates.RefreshScripts(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, l)
+}
+
+// capBody applies a route's own body cap (routes exempted from the default limit).
+func capBody(c echo.Context, limit int64) error {
+	r := c.Request()
+	if r.ContentLength > limit {
+		return errs.New(errs.TooLarge, "request body is over the %d-byte limit", limit)
+	}
+	r.Body = http.MaxBytesReader(c.Response(), r.Body, limit)
+	return nil
+}
+
+func (s *Server) gateEvaluate(c echo.Context) error {
+	if err := capBody(c, maxEvalBody); err != nil {
+		return err
+	}
+	var req gate.EvalRequest
+	if err := bind(c, &req); err != nil {
+		return err
+	}
+	res, err := s.deps.Gates.Evaluate(c.Request().Context(), req)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, res)
+}
+
+func (s *Server) gateTry(c echo.Context) error {
+	if err := capBody(c, maxEvalBody); err != nil {
+		return err
+	}
+	var req gate.TryRequest
+	if err := bind(c, &req); err != nil {
+		return err
+	}
+	res, err := s.deps.Gates.Try(c.Request().Context(), req)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, res)
+}
+
+func (s *Server) gateRecord(c echo.Context) error {
+	rec, err := s.deps.Gates.Record(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, rec)
+}
+
+// gateRecords lists a session's records newest first: ?cursor=<next>&limit=<1..200>.
+func (s *Server) gateRecords(c echo.Context) error {
+	limit := 0
+	if v := c.QueryParam("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return errs.New(errs.Invalid, "limit must be a number")
+		}
+		limit = n
+	}
+	page, err := s.deps.Gates.Records(c.Request().Context(), c.Param("session"), c.QueryParam("cursor"), limit)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, page)
+}
+
+func (s *Server) gateNotes(c echo.Context) error {
+	notes, err := s.deps.Gates.ChatNotes(c.Request().Context(), c.Param("session"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"notes": notes})
+}
+
+// gateSwitches lists the gates that apply to the session's preset (?preset=, default the
+// preset the session last evaluated with) with their per-session switches.
+func (s *Server) gateSwitches(c echo.Context) error {
+	sg, err := s.deps.Gates.SessionGates(c.Request().Context(), c.Param("session"), c.QueryParam("preset"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, sg)
+}
+
+// gateSwitchPut switches a gate on or off for one session: {"on": false}.
+func (s *Server) gateSwitchPut(c echo.Context) error {
+	var b switchBody
+	if err := bind(c, &b); err != nil {
+		return err
+	}
+	on, err := b.value()
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	if err := s.deps.Gates.SetSessionSwitch(ctx, c.Param("session"), c.Param("gate"), on); err != nil {
+		return err
+	}
+	sg, err := s.deps.Gates.SessionGates(ctx, c.Param("session"), c.QueryParam("preset"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, sg)
+}

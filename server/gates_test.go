@@ -1,0 +1,417 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/pixie-dev/pixie/internal/abi"
+	"github.com/pixie-dev/pixie/internal/gate"
+	"github.com/pixie-dev/pixie/internal/model"
+	"github.com/pixie-dev/pixie/internal/store/badgerstore"
+	"github.com/pixie-dev/pixie/runtime"
+	"github.com/pixie-dev/pixie/runtime/bash"
+)
+
+// gateFixture is a server with a gate service over a real store, the real bash executor and
+// the real OpenAI provider talking to a test model server.
+type gateFixture struct {
+	ts      *httptest.Server
+	svc     *gate.Service
+	scripts string
+	cwd     string
+	modelN  *atomic.Int64
+	logs    *bytes.Buffer
+}
+
+// openAIServer speaks the chat.completions wire format; every answer is answerText.
+func openAIServer(t *testing.T, answerText string, n *atomic.Int64) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/chat/completions" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		n.Add(1)
+		content, _ := json.Marshal(answerText)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1717000000,"model":"m",
+"choices":[{"index":0,"finish_reason":"stop","logprobs":null,"message":{"role":"assistant","content":%s}}],
+"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}`, content)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/v1"
+}
+
+func newGateFixture(t *testing.T, answerText string) *gateFixture {
+	t.Helper()
+	st, err := badgerstore.Open(context.Background(), badgerstore.Options{Dir: t.TempDir(), GCInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	f := &gateFixture{modelN: &atomic.Int64{}, logs: &bytes.Buffer{}, cwd: t.TempDir()}
+	m, err := model.New(model.Config{Provider: "openai", BaseURL: openAIServer(t, answerText, f.modelN), Model: "m", APIKey: "sk-model-secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, err := bash.New(bash.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ex.Close() })
+	home := t.TempDir()
+	f.scripts = filepath.Join(home, "commands")
+	if err := os.Mkdir(f.scripts, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f.svc = gate.New(st, runtime.Dispatcher{runtime.KindScript: ex}, m, nil, gate.Config{Home: home})
+	s := New(Config{Token: testToken, Logger: slog.New(slog.NewJSONHandler(f.logs, nil))}, Deps{Store: st, Gates: f.svc})
+	f.ts = httptest.NewServer(s.Handler())
+	t.Cleanup(f.ts.Close)
+	f.svc.SetHelperURL(f.ts.URL)
+	return f
+}
+
+func (f *gateFixture) script(t *testing.T, name, body string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(f.scripts, name), []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// call sends an admin request and decodes a 2xx JSON answer into out.
+func (f *gateFixture) call(t *testing.T, method, path string, in, out any) (int, ErrorBody) {
+	t.Helper()
+	body := ""
+	if in != nil {
+		raw, err := json.Marshal(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body = string(raw)
+	}
+	hr, err := http.NewRequest(method, f.ts.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hr.Header.Set("Authorization", "Bearer "+testToken)
+	if in != nil {
+		hr.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(hr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var eb ErrorBody
+	if resp.StatusCode >= 400 {
+		if err := json.Unmarshal(raw, &eb); err != nil || eb.Error.Code == "" {
+			t.Fatalf("%s %s: %d with a body not in the error shape: %s", method, path, resp.StatusCode, raw)
+		}
+		return resp.StatusCode, eb
+	}
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			t.Fatalf("%s %s: %v: %s", method, path, err, raw)
+		}
+	}
+	return resp.StatusCode, eb
+}
+
+func (f *gateFixture) evaluate(t *testing.T, r gate.EvalRequest) gate.Result {
+	t.Helper()
+	var res gate.Result
+	if st, eb := f.call(t, http.MethodPost, "/v1/gates/evaluate", r, &res); st != http.StatusOK {
+		t.Fatalf("evaluate: %d %+v", st, eb)
+	}
+	return res
+}
+
+func (f *gateFixture) session(point, target string) gate.EvalRequest {
+	return gate.EvalRequest{Point: point, Session: gate.Session{ID: "s1", Preset: "dev", Cwd: f.cwd, Policy: runtime.PolicyFull},
+		Turn: 1, Target: target}
+}
+
+func TestGateDefinitionRoutes(t *testing.T) {
+	f := newGateFixture(t, `{"verdict":"pass"}`)
+	// A refused save lists every problem by field, and writes nothing.
+	bad := map[string]any{
+		"gates": []map[string]any{
+			{"name": "a", "point": "user-message", "task": "{{hooks.nope.text}}"},
+			{"name": "b", "point": "user-message", "task": ""},
+			{"name": "c", "point": "user-message", "task": "x", "rule": map[string]any{"kind": "script", "name": "missing.sh"}},
+		},
+		"presets": []map[string]any{{"name": "dev", "gates": []map[string]any{{"gate": "a"}, {"gate": "c"}}}},
+	}
+	st, eb := f.call(t, http.MethodPut, "/v1/gates", bad, nil)
+	if st != http.StatusBadRequest || eb.Error.Code != "invalid" {
+		t.Fatalf("refusal: %d %+v", st, eb)
+	}
+	raw, _ := json.Marshal(eb.Error.Details)
+	var ps []gate.Problem
+	if err := json.Unmarshal(raw, &ps); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, p := range ps {
+		got[p.Field] = true
+	}
+	for _, want := range []string{"gates[0].task", "gates[1].task", "gates[2].rule.name", "presets[0].gates[1].enabled"} {
+		if !got[want] {
+			t.Errorf("no problem at %s: %+v", want, ps)
+		}
+	}
+	var set gate.Set
+	f.call(t, http.MethodGet, "/v1/gates", nil, &set)
+	if len(set.Gates) != 0 || set.Revision != 0 {
+		t.Errorf("a refused save wrote: %+v", set)
+	}
+
+	// Templates are served.
+	var tpl struct{ Templates []gate.Template }
+	f.call(t, http.MethodGet, "/v1/gates/templates", nil, &tpl)
+	if len(tpl.Templates) != 6 || tpl.Templates[5].ID != "blank" {
+		t.Errorf("templates: %d", len(tpl.Templates))
+	}
+
+	// One gate at a time, then attachments.
+	g := tpl.Templates[0].Gate
+	if st, eb := f.call(t, http.MethodPut, "/v1/gates/definitions/"+g.Name, g, &set); st != 200 {
+		t.Fatalf("save gate: %d %+v", st, eb)
+	}
+	if st, eb := f.call(t, http.MethodPut, "/v1/gates/definitions/other", g, nil); st != 400 {
+		t.Errorf("name mismatch: %d %+v", st, eb)
+	}
+	if st, _ := f.call(t, http.MethodPut, "/v1/gates/presets/dev/gates/"+g.Name, map[string]bool{"enabled": true}, &set); st != 200 {
+		t.Fatal(st)
+	}
+	if st, _ := f.call(t, http.MethodPut, "/v1/gates/presets/ops/gates/"+g.Name, map[string]bool{"enabled": false}, &set); st != 200 {
+		t.Fatal(st)
+	}
+	if len(set.Presets) != 2 || !set.Presets[0].Gates[0].Enabled || set.Presets[1].Gates[0].Enabled {
+		t.Errorf("presets: %+v", set.Presets)
+	}
+	var one gate.Gate
+	if st, _ := f.call(t, http.MethodGet, "/v1/gates/definitions/"+g.Name, nil, &one); st != 200 || one.Task != g.Task {
+		t.Errorf("get gate: %d %+v", st, one)
+	}
+	if st, _ := f.call(t, http.MethodGet, "/v1/gates/definitions/ghost", nil, nil); st != 404 {
+		t.Errorf("unknown gate: %d", st)
+	}
+	if st, _ := f.call(t, http.MethodDelete, "/v1/gates/presets/ops/gates/"+g.Name, nil, &set); st != 200 || len(set.Presets[1].Gates) != 0 {
+		t.Errorf("detach: %d %+v", st, set.Presets)
+	}
+	if st, _ := f.call(t, http.MethodDelete, "/v1/gates/definitions/"+g.Name, nil, &set); st != 200 || len(set.Gates) != 0 {
+		t.Errorf("delete: %d %+v", st, set)
+	}
+}
+
+func TestGateScriptFolderRoutes(t *testing.T) {
+	f := newGateFixture(t, `{}`)
+	f.script(t, "a.sh", "#!/bin/bash\n")
+	var l gate.ScriptListing
+	f.call(t, http.MethodGet, "/v1/gates/scripts", nil, &l)
+	if l.Folder != f.scripts || len(l.Scripts) != 1 {
+		t.Fatalf("listing: %+v", l)
+	}
+	f.script(t, "b.sh", "#!/bin/bash\n")
+	f.call(t, http.MethodPost, "/v1/gates/scripts/refresh", nil, &l)
+	if len(l.Scripts) != 2 {
+		t.Errorf("refresh: %+v", l)
+	}
+	other := t.TempDir()
+	f.call(t, http.MethodPut, "/v1/gates/scripts", map[string]string{"folder": other}, &l)
+	if l.Folder != other || !l.Custom || len(l.Scripts) != 0 {
+		t.Errorf("set folder: %+v", l)
+	}
+	if st, eb := f.call(t, http.MethodPut, "/v1/gates/scripts", map[string]string{"folder": "relative"}, nil); st != 400 {
+		t.Errorf("relative folder: %d %+v", st, eb)
+	}
+	f.call(t, http.MethodPut, "/v1/gates/scripts", map[string]string{"folder": ""}, &l)
+	if l.Folder != f.scripts || l.Custom {
+		t.Errorf("restore default: %+v", l)
+	}
+}
+
+func TestGateEvaluateRecordsSwitches(t *testing.T) {
+	f := newGateFixture(t, `{"verdict":"stop","reason":"Add a title line.","note":"[Format] missing title"}`)
+	set := gate.Set{Gates: []gate.Gate{{Name: "fmt", Enabled: true, Point: "user-message", Task: "Check the format.",
+		Advanced: gate.Options{ShowInChat: true, OnError: "continue", TimeoutSeconds: 60, RedoLimit: 1}}},
+		Presets: []gate.Preset{{Name: "dev", Gates: []gate.Attachment{{Gate: "fmt", Enabled: true}}}}}
+	if st, eb := f.call(t, http.MethodPut, "/v1/gates", set, nil); st != 200 {
+		t.Fatalf("save: %d %+v", st, eb)
+	}
+	res := f.evaluate(t, f.session("user-message", "do it"))
+	if res.Action != gate.ActionRejected || res.Reason != "Add a title line." || res.ConcludedBy != gate.ByPixie || res.RunID == "" {
+		t.Fatalf("evaluate: %+v", res)
+	}
+	var page gate.RecordPage
+	f.call(t, http.MethodGet, "/v1/gates/sessions/s1/records?limit=10", nil, &page)
+	if len(page.Records) != 1 || page.Records[0].ID != res.RunID {
+		t.Errorf("records: %+v", page)
+	}
+	var rec gate.Record
+	f.call(t, http.MethodGet, "/v1/gates/records/"+res.RunID, nil, &rec)
+	if rec.Original != "do it" || rec.Output.Reason != "Add a title line." || rec.Usage.InputTokens != 7 {
+		t.Errorf("record: %+v", rec)
+	}
+	if st, _ := f.call(t, http.MethodGet, "/v1/gates/sessions/s1/records?limit=x", nil, nil); st != 400 {
+		t.Errorf("bad limit: %d", st)
+	}
+	// A rejected instruction has no chat block.
+	var notes struct{ Notes []gate.ChatNote }
+	f.call(t, http.MethodGet, "/v1/gates/sessions/s1/notes", nil, &notes)
+	if len(notes.Notes) != 0 {
+		t.Errorf("notes for a rejected instruction: %+v", notes)
+	}
+	// Per-session switch: off → nothing runs, no record, no model call.
+	var sg gate.SessionGates
+	f.call(t, http.MethodPut, "/v1/gates/sessions/s1/switches/fmt", map[string]bool{"on": false}, &sg)
+	if len(sg.Gates) != 1 || sg.Gates[0].On {
+		t.Errorf("switches: %+v", sg)
+	}
+	before := f.modelN.Load()
+	res = f.evaluate(t, f.session("user-message", "again"))
+	if res.Skipped != gate.SkipSwitchedOff || f.modelN.Load() != before {
+		t.Errorf("switched off: %+v", res)
+	}
+	f.call(t, http.MethodGet, "/v1/gates/sessions/s1/switches", nil, &sg)
+	if sg.Preset != "dev" || len(sg.Gates) != 1 || sg.Gates[0].On {
+		t.Errorf("listing: %+v", sg)
+	}
+	// Bad requests are coded.
+	if st, eb := f.call(t, http.MethodPost, "/v1/gates/evaluate", map[string]any{"point": "x"}, nil); st != 400 || eb.Error.Code != "invalid" {
+		t.Errorf("bad evaluate: %d %+v", st, eb)
+	}
+}
+
+func TestGateTryRecordsNothing(t *testing.T) {
+	f := newGateFixture(t, `{"replace":"Better text."}`)
+	f.script(t, "boom.sh", "#!/bin/bash\ntouch ran-the-script\nexit 3\n")
+	g := gate.Gate{Name: "draft", Enabled: true, Point: "user-message", Task: "Rewrite {{hooks.boom.text}}",
+		Rule: &gate.Rule{Kind: runtime.KindScript, Name: "boom.sh"},
+		Advanced: gate.Options{ShowInChat: true, OnError: "stop", TimeoutSeconds: 60, RedoLimit: 1}}
+	var res gate.TryResult
+	if st, eb := f.call(t, http.MethodPost, "/v1/gates/try", gate.TryRequest{Gate: g, Sample: gate.Sample{Target: "bad text"}}, &res); st != 200 {
+		t.Fatalf("try: %d %+v", st, eb)
+	}
+	if res.Action != gate.ActionReplaced || res.Text != "Better text." || !res.ScriptNotRun || res.RunID != "" || f.modelN.Load() != 1 {
+		t.Errorf("try: %+v", res)
+	}
+	if _, err := os.Stat(filepath.Join(f.cwd, "ran-the-script")); err == nil {
+		t.Error("the trial ran the script")
+	}
+	var page gate.RecordPage
+	f.call(t, http.MethodGet, "/v1/gates/sessions/trial/records", nil, &page)
+	if len(page.Records) != 0 {
+		t.Errorf("the trial was recorded: %+v", page)
+	}
+	g.Task = ""
+	if st, _ := f.call(t, http.MethodPost, "/v1/gates/try", gate.TryRequest{Gate: g}, nil); st != 400 {
+		t.Errorf("a draft without a task: %d", st)
+	}
+}
+
+// helperCurl is a script fragment: helper_call <route> <body file> prints the HTTP status.
+const helperCurl = `helper_call() {
+  curl -s -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer $PIXIE_TOKEN" \
+    -H 'Content-Type: application/json' --data-binary "@$2" "$PIXIE_URL/v1/helper/$1"
+}
+`
+
+// TestHelperLimitsOverHTTP checks the helper's limits at their edges, over HTTP from a real
+// script run: the 20th call succeeds and the 21st gets 429; 256 KB succeeds and one byte more
+// gets 413; the token after its run gets 401; the run token reaches no admin route, and the
+// admin token does not reach the helper.
+func TestHelperLimitsOverHTTP(t *testing.T) {
+	f := newGateFixture(t, "an answer")
+	body := func(size int) string {
+		prefix, suffix := `{"instruction":"x","input":"`, `"}`
+		return prefix + strings.Repeat("a", size-len(prefix)-len(suffix)) + suffix
+	}
+	for name, content := range map[string]string{
+		"small.json": `{"instruction":"Say hi.","useTarget":true}`,
+		"max.json":   body(abi.MaxHelperRequestSize),
+		"over.json":  body(abi.MaxHelperRequestSize + 1),
+		"judge.json": `{"state":"x","questions":{"q":{"type":"noul","instructions":"Is it?","criteria":{}}}}`,
+	} {
+		if err := os.WriteFile(filepath.Join(f.cwd, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.script(t, "calls.sh", "#!/bin/bash\n"+helperCurl+`out=""
+for i in $(seq 1 21); do out="$out $(helper_call ask small.json)"; done
+printf '{"note":"%s"}' "${out# }"; exit 11
+`)
+	f.script(t, "sizes.sh", "#!/bin/bash\n"+helperCurl+`a=$(helper_call ask max.json); b=$(helper_call ask over.json)
+c=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $PIXIE_TOKEN" "$PIXIE_URL/v1/gates")
+d=$(helper_call judge judge.json)
+printf '%s' "$PIXIE_TOKEN" > token.txt
+printf '{"note":"%s %s %s %s"}' "$a" "$b" "$c" "$d"; exit 11
+`)
+	save := func(script string) {
+		t.Helper()
+		set := gate.Set{Gates: []gate.Gate{{Name: "h", Enabled: true, Point: "turn-end", Rule: &gate.Rule{Kind: runtime.KindScript, Name: script},
+			Advanced: gate.Options{ShowInChat: true, OnError: "continue", TimeoutSeconds: 60, RedoLimit: 1}}},
+			Presets: []gate.Preset{{Name: "dev", Gates: []gate.Attachment{{Gate: "h", Enabled: true}}}}}
+		if st, eb := f.call(t, http.MethodPut, "/v1/gates", set, nil); st != 200 {
+			t.Fatalf("save: %d %+v", st, eb)
+		}
+	}
+
+	save("calls.sh")
+	res := f.evaluate(t, f.session("turn-end", "the answer"))
+	want := strings.TrimSpace(strings.Repeat("200 ", 20)) + " 429"
+	if len(res.Notes) != 1 || res.Notes[0] != want {
+		t.Fatalf("statuses %q, want %q (%+v)", res.Notes, want, res)
+	}
+	var rec gate.Record
+	f.call(t, http.MethodGet, "/v1/gates/records/"+res.RunID, nil, &rec)
+	if len(rec.HelperCalls) != 20 || rec.HelperCalls[0].Type != "ask" || rec.Usage.InputTokens != 20*7 || rec.Usage.OutputTokens != 20*3 {
+		t.Errorf("helper calls %d, usage %+v", len(rec.HelperCalls), rec.Usage)
+	}
+
+	save("sizes.sh")
+	res = f.evaluate(t, f.session("turn-end", "the answer"))
+	// 256 KB: 200; one byte more: 413; run token on an admin route: 401; judge without an
+	// engine: 503.
+	if len(res.Notes) != 1 || res.Notes[0] != "200 413 401 503" {
+		t.Fatalf("statuses %q (%+v)", res.Notes, res)
+	}
+	tok, err := os.ReadFile(filepath.Join(f.cwd, "token.txt"))
+	if err != nil || !strings.HasPrefix(string(tok), "pxr_") {
+		t.Fatalf("token: %q %v", tok, err)
+	}
+	for name, r := range map[string]req{
+		"ended run":   {method: "POST", path: "/v1/helper/ask", body: `{"instruction":"x"}`, header: bearer(string(tok))},
+		"admin token": {method: "POST", path: "/v1/helper/ask", body: `{"instruction":"x"}`, header: bearer(testToken)},
+		"no token":    {method: "POST", path: "/v1/helper/judge", body: `{}`},
+	} {
+		resp, eb := do(t, f.ts, r)
+		if resp.StatusCode != http.StatusUnauthorized || eb.Error.Code != "unauthorized" {
+			t.Errorf("%s: %d %+v", name, resp.StatusCode, eb)
+		}
+	}
+	for _, secret := range []string{string(tok), testToken, "sk-model-secret"} {
+		if strings.Contains(f.logs.String(), secret) {
+			t.Error("a secret reached the logs")
+		}
+	}
+	f.call(t, http.MethodGet, "/v1/gates/records/"+res.RunID, nil, &rec)
+	if raw, _ := json.Marshal(rec); strings.Contains(string(raw), string(tok)) {
+		t.Error("the run token reached the record")
+	}
+}
