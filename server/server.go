@@ -27,7 +27,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/internal/gate"
 	"github.com/pixie-dev/pixie/internal/hint"
+	"github.com/pixie-dev/pixie/internal/hooks"
 	"github.com/pixie-dev/pixie/internal/store"
 )
 
@@ -65,6 +67,10 @@ type Deps struct {
 	Info func(ctx context.Context) map[string]any
 	// Hints is the hint queue (routes in hints.go).
 	Hints *hint.Queue
+	// Gates is Pixie Gate (routes in gates.go, helper routes in helper.go).
+	Gates *gate.Service
+	// Hooks is the Claude Code / Codex hook adapter (routes in hooks.go).
+	Hooks *hooks.Service
 }
 
 // Server is Pixie's HTTP server.
@@ -206,6 +212,9 @@ func (s *Server) routes() {
 	s.v1 = s.e.Group("/v1", s.requireAuth)
 	s.v1.GET("/info", s.info)
 	s.mountHints(s.v1)
+	s.mountGates(s.v1)
+	s.mountHooks(s.v1)
+	s.mountHelper(s.open)
 	s.mountUI()
 }
 
