@@ -9,6 +9,9 @@ import (
 	"github.com/pixie-dev/pixie/internal/hint"
 	"github.com/pixie-dev/pixie/internal/model"
 	"github.com/pixie-dev/pixie/internal/store"
+	"github.com/pixie-dev/pixie/runtime"
+	"github.com/pixie-dev/pixie/runtime/bash"
+	"github.com/pixie-dev/pixie/runtime/sandbox"
 	"github.com/pixie-dev/pixie/server"
 )
 
@@ -25,6 +28,22 @@ func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *stor
 		"addr":  cfg.Addr,
 		"model": pixieModel.Info(),
 	}
+	// Rules run through one dispatcher: legacy scripts under the Landlock sandbox, WASM modules
+	// in wazero. A missing executor is not fatal: its rules fail under their gate's error policy.
+	rules := runtime.Dispatcher{}
+	bx, err := bash.New(bash.Config{Hidden: []string{cfg.Home}})
+	if err != nil {
+		log.Warn("hook scripts are unavailable", "err", err)
+	} else {
+		rules[runtime.KindScript] = bx
+		a.closers = append(a.closers, func() { bx.Close() })
+	}
+	sandboxInfo := map[string]any{"landlockABI": sandbox.KernelABI()}
+	if err := sandbox.Probe(); err != nil {
+		sandboxInfo["error"] = err.Error()
+	}
+	info["sandbox"] = sandboxInfo
+
 	hints, err := hint.New(st, hint.Config{
 		MaxPerStep: cfg.Hints.MaxPerStep, MaxContentChars: cfg.Hints.MaxContentChars,
 		MaxPendingPerSession: cfg.Hints.MaxPendingPerSession, KeepConsumed: cfg.Hints.KeepConsumed,
