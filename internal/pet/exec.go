@@ -263,8 +263,10 @@ func (s *Service) finish(run *Run, out outcome, red redactor) {
 	run.EndedAt = &end
 	run.DurationMS = end.Sub(run.StartedAt).Milliseconds()
 	run.ExitCode = out.exitCode
-	run.Output = red.clean(clipBytes(out.output, maxOutputRecorded))
-	run.Stderr = red.clean(tailBytes(out.stderr, maxStderrKept))
+	// Redact before cutting, so no part of a value survives at a cut.
+	stderr := red.clean(out.stderr)
+	run.Output = clipBytes(red.clean(out.output), maxOutputRecorded)
+	run.Stderr = strings.TrimRight(tailBytes(stderr, maxStderrKept), "\r\n")
 	for _, l := range out.logs {
 		run.Logs = append(run.Logs, red.clean(l))
 	}
@@ -278,10 +280,10 @@ func (s *Service) finish(run *Run, out outcome, red redactor) {
 	case out.exitCode != nil && *out.exitCode != 0:
 		run.Status = StatusFailed
 		msg := fmt.Sprintf("the Skill exited with status %d", *out.exitCode)
-		if line := lastLine(out.stderr); line != "" {
+		if line := lastLine(stderr); line != "" {
 			msg += ": " + line
 		}
-		run.Error = &RunError{Code: errs.Unprocessable, Message: red.clean(msg)}
+		run.Error = &RunError{Code: errs.Unprocessable, Message: msg}
 	}
 }
 

@@ -66,6 +66,7 @@ const (
 	DefaultMaxSkillFiles    = 200
 	DefaultMaxSkillFileSize = 1 << 20
 	DefaultMaxSkillSize     = 8 << 20
+	DefaultMaxSkillModule   = 16 << 20
 	DefaultRunTimeout       = 60 * time.Second
 	DefaultMaxHistory       = 20
 )
@@ -89,6 +90,9 @@ type Config struct {
 	MaxSkillFileSize int64
 	// MaxSkillSize caps a Skill's files together, in bytes; zero means 8 MiB.
 	MaxSkillSize int64
+	// MaxSkillModuleSize caps a Skill's skill.wasm, which is exempt from the two limits above (a
+	// guest built with standard Go is a few MiB); zero means 16 MiB, the module registry's cap.
+	MaxSkillModuleSize int64
 	// RunTimeout bounds one Run (executor, model and helper calls together); zero means 60s.
 	RunTimeout time.Duration
 	// ScriptPolicy is the sandbox policy of script and WASM Skills; empty means read-only.
@@ -102,7 +106,7 @@ type Config struct {
 }
 
 func (c Config) withDefaults() (Config, error) {
-	if c.MaxSkillFiles < 0 || c.MaxSkillFileSize < 0 || c.MaxSkillSize < 0 || c.RunTimeout < 0 || c.MaxHistory < 0 {
+	if c.MaxSkillFiles < 0 || c.MaxSkillFileSize < 0 || c.MaxSkillSize < 0 || c.MaxSkillModuleSize < 0 || c.RunTimeout < 0 || c.MaxHistory < 0 {
 		return c, errs.New(errs.Invalid, "pet: limits and timeouts must not be negative")
 	}
 	if c.MaxSkillFiles == 0 {
@@ -113,6 +117,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxSkillSize == 0 {
 		c.MaxSkillSize = DefaultMaxSkillSize
+	}
+	if c.MaxSkillModuleSize == 0 {
+		c.MaxSkillModuleSize = DefaultMaxSkillModule
 	}
 	if c.RunTimeout == 0 {
 		c.RunTimeout = DefaultRunTimeout

@@ -179,12 +179,19 @@ func (s *Service) scanSkill(p string, hash bool) (*scan, error) {
 				}
 				size := info.Size()
 				sc.files = append(sc.files, SkillFile{Path: rp, Size: size})
-				sc.total += size
 				if len(sc.files) == s.cfg.MaxSkillFiles+1 {
 					problems = append(problems, Problem{Path: rp, Reason: fmt.Sprintf("more than %d files", s.cfg.MaxSkillFiles)})
 				}
-				if size > s.cfg.MaxSkillFileSize {
+				switch {
+				case rp == WASMFile:
+					// The guest has its own cap and is not counted in the total.
+					if size > s.cfg.MaxSkillModuleSize {
+						problems = append(problems, Problem{Path: rp, Reason: fmt.Sprintf("%d bytes; the limit for %s is %d", size, WASMFile, s.cfg.MaxSkillModuleSize)})
+					}
+				case size > s.cfg.MaxSkillFileSize:
 					problems = append(problems, Problem{Path: rp, Reason: fmt.Sprintf("%d bytes; the per-file limit is %d", size, s.cfg.MaxSkillFileSize)})
+				default:
+					sc.total += size
 				}
 			default:
 				problems = append(problems, Problem{Path: rp, Reason: "special files are not allowed (" + fileType(mode) + ")"})
@@ -214,7 +221,11 @@ func (s *Service) scanSkill(p string, hash bool) (*scan, error) {
 			if !hash && f.Path != ManifestFile {
 				continue
 			}
-			raw, err := s.readSkillFile(filepath.Join(p, filepath.FromSlash(f.Path)))
+			limit := s.cfg.MaxSkillFileSize
+			if f.Path == WASMFile {
+				limit = s.cfg.MaxSkillModuleSize
+			}
+			raw, err := s.readSkillFile(filepath.Join(p, filepath.FromSlash(f.Path)), limit)
 			if err != nil {
 				problems = append(problems, Problem{Path: f.Path, Reason: errText(err)})
 				continue
@@ -253,7 +264,7 @@ func (s *Service) scanSkill(p string, hash bool) (*scan, error) {
 
 // readSkillFile reads one regular file without following a symlink or blocking on a fifo that
 // replaced it since the walk, and with the per-file cap.
-func (s *Service) readSkillFile(path string) ([]byte, error) {
+func (s *Service) readSkillFile(path string, limit int64) ([]byte, error) {
 	f, err := openNoFollow(path)
 	if err != nil {
 		return nil, err
@@ -266,12 +277,12 @@ func (s *Service) readSkillFile(path string) ([]byte, error) {
 	if !info.Mode().IsRegular() {
 		return nil, errors.New("changed into a special file while being read")
 	}
-	raw, err := io.ReadAll(io.LimitReader(f, s.cfg.MaxSkillFileSize+1))
+	raw, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, err
 	}
-	if int64(len(raw)) > s.cfg.MaxSkillFileSize {
-		return nil, fmt.Errorf("over the per-file limit of %d bytes", s.cfg.MaxSkillFileSize)
+	if int64(len(raw)) > limit {
+		return nil, fmt.Errorf("over the limit of %d bytes", limit)
 	}
 	return raw, nil
 }

@@ -26,7 +26,7 @@ func problems(t *testing.T, err error) []pet.Problem {
 
 func TestInspectRefusals(t *testing.T) {
 	const limitFiles, limitFile, limitTotal = 5, 100, 300
-	cfg := pet.Config{MaxSkillFiles: limitFiles, MaxSkillFileSize: limitFile, MaxSkillSize: limitTotal}
+	cfg := pet.Config{MaxSkillFiles: limitFiles, MaxSkillFileSize: limitFile, MaxSkillSize: limitTotal, MaxSkillModuleSize: 200}
 	e := newEnv(t, nil, nil, cfg)
 	ctx := context.Background()
 	fill := func(n int) string { return strings.Repeat("x", n) }
@@ -81,6 +81,9 @@ func TestInspectRefusals(t *testing.T) {
 			}
 			return skillDir(t, "a", "d", "body", files)
 		}, errs.Unprocessable, "more than 5 files"},
+		{"oversized skill.wasm", func(t *testing.T) string {
+			return skillDir(t, "a", "d", "body", map[string]string{pet.WASMFile: fill(201)})
+		}, errs.Unprocessable, "the limit for skill.wasm is 200"},
 		{"total size", func(t *testing.T) string {
 			return skillDir(t, "a", "d", "body", map[string]string{"1": fill(100), "2": fill(100), "3": fill(100)})
 		}, errs.Unprocessable, "in total; the limit is 300"},
@@ -143,13 +146,19 @@ func TestInspectRefusals(t *testing.T) {
 
 func TestInspectLimitsAtTheirEdge(t *testing.T) {
 	const limitFiles, limitFile, limitTotal = 5, 100, 300
-	e := newEnv(t, nil, nil, pet.Config{MaxSkillFiles: limitFiles, MaxSkillFileSize: limitFile, MaxSkillSize: limitTotal})
+	e := newEnv(t, nil, nil, pet.Config{MaxSkillFiles: limitFiles, MaxSkillFileSize: limitFile, MaxSkillSize: limitTotal, MaxSkillModuleSize: 200})
 	manifest := "---\nname: a\ndescription: d\n---\nbody\n" // 36 bytes
 	files := map[string]string{
 		"1": strings.Repeat("x", limitFile), // exactly the per-file limit
 		"2": strings.Repeat("x", 100),
 		"3": strings.Repeat("x", limitTotal-200-len(manifest)), // total exactly the limit
 		"4": "",                                                // 5 files with SKILL.md: exactly the count limit
+	}
+	// skill.wasm has its own limit and counts towards neither the per-file limit nor the total
+	// (it does count as a file).
+	wasmDir := skillDir(t, "w", "d", "body\n", map[string]string{pet.WASMFile: strings.Repeat("x", 200)})
+	if in, err := e.svc.Inspect(context.Background(), wasmDir); err != nil || in.Kind != pet.KindWASM || in.TotalSize != int64(len(manifest)) {
+		t.Fatalf("skill.wasm at its limit: %+v %v", in, err)
 	}
 	d := skillDir(t, "a", "d", "body\n", files)
 	in, err := e.svc.Inspect(context.Background(), d)
