@@ -302,7 +302,7 @@ func TestGateTryRecordsNothing(t *testing.T) {
 	f := newGateFixture(t, `{"replace":"Better text."}`)
 	f.script(t, "boom.sh", "#!/bin/bash\ntouch ran-the-script\nexit 3\n")
 	g := gate.Gate{Name: "draft", Enabled: true, Point: "user-message", Task: "Rewrite {{hooks.boom.text}}",
-		Rule: &gate.Rule{Kind: runtime.KindScript, Name: "boom.sh"},
+		Rule:     &gate.Rule{Kind: runtime.KindScript, Name: "boom.sh"},
 		Advanced: gate.Options{ShowInChat: true, OnError: "stop", TimeoutSeconds: 60, RedoLimit: 1}}
 	var res gate.TryResult
 	if st, eb := f.call(t, http.MethodPost, "/v1/gates/try", gate.TryRequest{Gate: g, Sample: gate.Sample{Target: "bad text"}}, &res); st != 200 {

@@ -121,7 +121,7 @@ func TestChatNotes(t *testing.T) {
 	}
 	type view struct {
 		Place, Point, Title, Body, Verdict, Reason, Replace, Append, Error string
-		NotVerified                                                      bool
+		NotVerified                                                        bool
 	}
 	var got []view
 	for _, n := range notes {
