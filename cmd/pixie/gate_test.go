@@ -1,0 +1,148 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pixie-dev/pixie/internal/gate"
+	"github.com/pixie-dev/pixie/internal/model"
+	"github.com/pixie-dev/pixie/internal/store/badgerstore"
+	"github.com/pixie-dev/pixie/server"
+)
+
+const gateCLIToken = "cli-test-token-0123456789abcdef0123456789abcdef"
+
+// gateCLIServer is a real server with the gate routes, a real store and the real OpenAI
+// provider answering answerText from a test model server.
+func gateCLIServer(t *testing.T, answerText string) (*httptest.Server, *gate.Service) {
+	t.Helper()
+	llm := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		content, _ := json.Marshal(answerText)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,
+"finish_reason":"stop","message":{"role":"assistant","content":%s}}],"usage":{"prompt_tokens":4,"completion_tokens":2,"total_tokens":6}}`, content)
+	}))
+	t.Cleanup(llm.Close)
+	m, err := model.New(model.Config{Provider: "openai", BaseURL: llm.URL + "/v1", Model: "m", APIKey: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := badgerstore.Open(context.Background(), badgerstore.Options{Dir: t.TempDir(), GCInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	svc := gate.New(st, nil, m, nil, gate.Config{Home: t.TempDir()})
+	ts := httptest.NewServer(server.New(server.Config{Token: gateCLIToken}, server.Deps{Store: st, Gates: svc}).Handler())
+	t.Cleanup(ts.Close)
+	return ts, svc
+}
+
+func runGateCLI(t *testing.T, ts *httptest.Server, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	args = append(args, "--url", ts.URL, "--token", gateCLIToken)
+	code := runGate(context.Background(), args, strings.NewReader(stdin), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestGateCLI(t *testing.T) {
+	ts, svc := gateCLIServer(t, `{"verdict":"stop","reason":"Name the file."}`)
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	bad := write("bad.yaml", `
+gates:
+  - name: fmt
+    point: user-message
+    task: "{{hooks.nope.text}}"
+  - name: empty
+    point: turn-end
+presets:
+  - name: dev
+    gates: [{gate: ghost}]
+`)
+	code, _, stderr := runGateCLI(t, ts, "", "apply", "-f", bad)
+	if code != 1 {
+		t.Fatalf("refused apply exit %d", code)
+	}
+	for _, f := range []string{"gates[0].task:", "gates[1].task:", "presets[0].gates[0].gate:"} {
+		if !strings.Contains(stderr, f) {
+			t.Errorf("stderr lacks %s:\n%s", f, stderr)
+		}
+	}
+	good := `
+gates:
+  - name: fmt
+    point: user-message
+    task: |
+      Check that the instruction names a file.
+    advanced:
+      onError: stop
+  - name: verify
+    point: turn-end
+    enabled: false
+    task: Verify.
+presets:
+  - name: dev
+    gates: [{gate: fmt}, {gate: verify, enabled: false}]
+`
+	code, out, stderr := runGateCLI(t, ts, good, "apply", "-f", "-")
+	if code != 0 || !strings.Contains(out, "saved 2 gate(s) and 1 preset(s), revision 1") {
+		t.Fatalf("apply: %d %q %q", code, out, stderr)
+	}
+	code, out, _ = runGateCLI(t, ts, "", "list")
+	if code != 0 || !strings.Contains(out, "fmt") || !strings.Contains(out, "dev (off)") || !strings.Contains(out, "revision 1") {
+		t.Errorf("list: %d\n%s", code, out)
+	}
+	code, out, _ = runGateCLI(t, ts, "", "show", "fmt")
+	if code != 0 || !strings.Contains(out, "onError: stop") || !strings.Contains(out, "point: user-message") {
+		t.Errorf("show: %d\n%s", code, out)
+	}
+	if code, _, _ = runGateCLI(t, ts, "", "show", "ghost"); code != 1 {
+		t.Errorf("show ghost: %d", code)
+	}
+	code, out, _ = runGateCLI(t, ts, "", "try", "fmt", "--target", "fix it")
+	if code != 0 || !strings.Contains(out, "action: rejected") || !strings.Contains(out, "reason: Name the file.") {
+		t.Errorf("try saved: %d\n%s", code, out)
+	}
+	draft := write("draft.yaml", "name: d\npoint: tool-before\ntask: Check {{tool.name}}.\n")
+	code, out, _ = runGateCLI(t, ts, "", "try", "-f", draft, "--target", "{}", "--tool", "bash", "--args", `{"command":"ls"}`, "--json")
+	var tr gate.TryResult
+	if code != 0 || json.Unmarshal([]byte(out), &tr) != nil || tr.Action != gate.ActionBlocked {
+		t.Errorf("try draft: %d\n%s", code, out)
+	}
+	// Records: nothing from the trials; one from an evaluation.
+	res, err := svc.Evaluate(context.Background(), gate.EvalRequest{Point: "user-message", Session: gate.Session{ID: "s9", Preset: "dev"}, Target: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = runGateCLI(t, ts, "", "records", "--session", "s9")
+	if code != 0 || !strings.Contains(out, res.RunID) || !strings.Contains(out, "rejected") {
+		t.Errorf("records: %d\n%s", code, out)
+	}
+	code, out, _ = runGateCLI(t, ts, "", "records", res.RunID)
+	if code != 0 || !strings.Contains(out, `"original": "x"`) {
+		t.Errorf("record: %d\n%s", code, out)
+	}
+	for _, args := range [][]string{{"nope"}, {"show"}, {"apply"}, {"try", "fmt"}, {"records"}} {
+		if code, _, _ := runGateCLI(t, ts, "", args...); code != 2 {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
+	}
+}
