@@ -134,7 +134,8 @@ func buildStack(wasmPath string) (*stack, error) {
 		return nil, err
 	}
 	cleanup(func() { st.Close() })
-	q, err := hint.New(st, hint.Config{})
+	// A pending cap above what any test queues, so no hint is evicted.
+	q, err := hint.New(st, hint.Config{MaxPendingPerSession: 200})
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,261 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/pixie-dev/pixie/internal/abi"
+	"github.com/pixie-dev/pixie/internal/gate"
+	"github.com/pixie-dev/pixie/internal/hint"
+	"github.com/pixie-dev/pixie/internal/hooks"
+	"github.com/pixie-dev/pixie/internal/model"
+	"github.com/pixie-dev/pixie/internal/store/badgerstore"
+)
+
+// hookEnv is a server with the real hook adapter over a real store, hint queue and gate
+// service; the Pixie model is the real OpenAI provider talking to a test server whose answer
+// the test sets.
+type hookEnv struct {
+	ts     *httptest.Server
+	hints  *hint.Queue
+	answer atomic.Value // string: the model's answer
+	cwd    string
+}
+
+func newHookEnv(t *testing.T) *hookEnv {
+	t.Helper()
+	ctx := context.Background()
+	st, err := badgerstore.Open(ctx, badgerstore.Options{Dir: t.TempDir(), GCInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	q, err := hint.New(st, hint.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	e := &hookEnv{hints: q, cwd: t.TempDir()}
+	e.answer.Store("{}")
+	ms := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		content, _ := json.Marshal(e.answer.Load().(string))
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"chatcmpl-1","object":"chat.completion","created":1717000000,"model":"m",
+"choices":[{"index":0,"finish_reason":"stop","logprobs":null,"message":{"role":"assistant","content":%s}}],
+"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}`, content)
+	}))
+	t.Cleanup(ms.Close)
+	m, err := model.New(model.Config{Provider: "openai", BaseURL: ms.URL + "/v1", Model: "m", APIKey: "sk-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := gate.New(st, nil, m, nil, gate.Config{Home: t.TempDir()})
+	var set gate.Set
+	p := gate.Preset{Name: "p"}
+	for _, pt := range abi.Points {
+		name := "g-" + pt
+		set.Gates = append(set.Gates, gate.Gate{Name: name, Enabled: true, Point: pt, Task: "Check it.",
+			Advanced: gate.Options{ShowInChat: true, OnError: gate.OnErrorContinue, Targets: gate.TargetsAll, TimeoutSeconds: 30, RedoLimit: 1}})
+		p.Gates = append(p.Gates, gate.Attachment{Gate: name, Enabled: true})
+	}
+	set.Presets = []gate.Preset{p, {Name: "empty"}}
+	if _, err := gs.Save(ctx, set); err != nil {
+		t.Fatal(err)
+	}
+	hs := hooks.New(st, gs, q, hooks.Config{DefaultPreset: "empty"})
+	s := New(Config{Token: testToken}, Deps{Store: st, Hints: q, Gates: gs, Hooks: hs})
+	e.ts = httptest.NewServer(s.Handler())
+	t.Cleanup(e.ts.Close)
+	return e
+}
+
+func (e *hookEnv) model(o abi.GateOutput) {
+	raw, _ := json.Marshal(o)
+	e.answer.Store(string(raw))
+}
+
+// fixture reads a hook input from internal/hooks/testdata, with overrides.
+func (e *hookEnv) fixture(t testing.TB, name string, set map[string]any) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "internal", "hooks", "testdata", "input", name+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["cwd"] = e.cwd
+	for k, v := range set {
+		m[k] = v
+	}
+	out, _ := json.Marshal(m)
+	return string(out)
+}
+
+// post sends a hook call the way Claude Code's http hook does and returns status and body.
+func (e *hookEnv) post(t testing.TB, query, body string, header map[string]string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, e.ts.URL+"/v1/hooks/claude-code"+query, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	for k, v := range header {
+		if v == "" {
+			req.Header.Del(k)
+		} else {
+			req.Header.Set(k, v)
+		}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode == http.StatusOK && !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		t.Errorf("answer Content-Type %q", resp.Header.Get("Content-Type"))
+	}
+	return resp.StatusCode, string(raw)
+}
+
+func TestHookRoute(t *testing.T) {
+	e := newHookEnv(t)
+	tests := []struct {
+		name    string
+		query   string
+		fixture string
+		model   abi.GateOutput
+		want    string
+	}{
+		{"tool-before deny", "?preset=p", "pre_tool_use", abi.GateOutput{Verdict: "stop", Reason: "Move it to ./trash instead."},
+			`{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"Move it to ./trash instead."}}`},
+		{"tool-before pass", "?preset=p", "pre_tool_use", abi.GateOutput{Verdict: "pass"}, `{}`},
+		{"user-message block", "?preset=p", "user_prompt_submit", abi.GateOutput{Verdict: "stop", Reason: "Say why.", Replace: "delete ./victim (build output)"},
+			`{"systemMessage":"Pixie: Suggested message:\ndelete ./victim (build output)","decision":"block","reason":"Say why."}`},
+		{"user-message addition", "?preset=p", "user_prompt_submit", abi.GateOutput{Append: "Measured: 21 bytes"},
+			`{"hookSpecificOutput":{"hookEventName":"UserPromptSubmit","additionalContext":"Measured: 21 bytes"}}`},
+		{"agent-message replaced", "?preset=p", "pre_tool_use_agent", abi.GateOutput{Replace: "TASK: callers of Map"},
+			`{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"allow","updatedInput":{"description":"Find callers","prompt":"TASK: callers of Map","subagent_type":"Explore"}}}`},
+		{"tool-after block", "?preset=p", "post_tool_use", abi.GateOutput{Verdict: "stop", Reason: "Withheld: a credential."},
+			`{"decision":"block","reason":"Withheld: a credential."}`},
+		{"tool-after replaced", "?preset=p", "post_tool_use_text", abi.GateOutput{Replace: "Two results."},
+			`{"hookSpecificOutput":{"hookEventName":"PostToolUse","updatedToolOutput":"Two results."}}`},
+		{"turn-end redo", "?preset=p", "stop", abi.GateOutput{Verdict: "stop", Reason: "Run the tests."},
+			`{"decision":"block","reason":"Run the tests."}`},
+		{"turn-end note", "?preset=p", "subagent_stop", abi.GateOutput{Note: "checked"}, `{"systemMessage":"Pixie: checked"}`},
+		{"default preset has no gates", "", "pre_tool_use", abi.GateOutput{Verdict: "stop", Reason: "x"}, `{}`},
+		{"unhandled event", "?preset=p", "notification", abi.GateOutput{Verdict: "stop", Reason: "x"}, `{}`},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e.model(tt.model)
+			st, body := e.post(t, tt.query, e.fixture(t, tt.fixture, map[string]any{"session_id": fmt.Sprintf("route-%d", i)}), nil)
+			if st != http.StatusOK || body != tt.want {
+				t.Errorf("got %d %s\nwant 200 %s", st, body, tt.want)
+			}
+		})
+	}
+}
+
+func TestHookRouteErrors(t *testing.T) {
+	e := newHookEnv(t)
+	stop := e.fixture(t, "stop", nil)
+	tests := []struct {
+		name   string
+		query  string
+		body   string
+		header map[string]string
+		status int
+		code   string
+	}{
+		{"no token", "", stop, map[string]string{"Authorization": ""}, 401, "unauthorized"},
+		{"wrong token", "", stop, map[string]string{"Authorization": "Bearer nope"}, 401, "unauthorized"},
+		{"not JSON", "", "hello", nil, 400, "invalid"},
+		{"wrong content type", "", stop, map[string]string{"Content-Type": "text/plain"}, 400, "invalid"},
+		{"missing session", "", `{"hook_event_name":"Stop"}`, nil, 400, "invalid"},
+		{"bad preset", "?preset=..%2Fx", stop, nil, 400, "invalid"},
+		{"over the body limit", "", `{"hook_event_name":"Stop","session_id":"s","last_assistant_message":"` + strings.Repeat("x", 1<<20) + `"}`, nil, 413, "too_large"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st, body := e.post(t, tt.query, tt.body, tt.header)
+			var eb ErrorBody
+			if err := json.Unmarshal([]byte(body), &eb); err != nil || st != tt.status || eb.Error.Code != tt.code {
+				t.Errorf("got %d %s, want %d %s", st, body, tt.status, tt.code)
+			}
+		})
+	}
+}
+
+// TestHookHintsOverHTTP: PostToolUse calls from many connections deliver each hint exactly once.
+func TestHookHintsOverHTTP(t *testing.T) {
+	e := newHookEnv(t)
+	ctx := context.Background()
+	const n = 20 // the per-session pending cap: none is evicted
+	for i := 0; i < n; i++ {
+		if _, err := e.hints.Put(ctx, "http-hints", fmt.Sprintf("hint %02d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	body := e.fixture(t, "post_tool_use_text", map[string]any{"session_id": "http-hints"})
+	var (
+		mu   sync.Mutex
+		seen = map[string]int{}
+		wg   sync.WaitGroup
+	)
+	for c := 0; c < 6; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 5; i++ {
+				st, raw := e.post(t, "?preset=empty", body, nil)
+				if st != 200 {
+					t.Errorf("status %d: %s", st, raw)
+					return
+				}
+				var out hooks.Output
+				if err := json.Unmarshal([]byte(raw), &out); err != nil {
+					t.Error(err)
+					return
+				}
+				if out.HookSpecificOutput == nil {
+					continue
+				}
+				for _, line := range strings.Split(out.HookSpecificOutput.AdditionalContext, "\n") {
+					if j := strings.Index(line, "hint "); j >= 0 && len(line) >= j+7 {
+						mu.Lock()
+						seen[line[j:]]++
+						mu.Unlock()
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for i := 0; i < n; i++ {
+		if c := seen[fmt.Sprintf("hint %02d", i)]; c != 1 {
+			t.Errorf("hint %02d delivered %d times", i, c)
+		}
+	}
+	snap, err := e.hints.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Pending) != 0 {
+		t.Errorf("%d hints left pending", len(snap.Pending))
+	}
+}
