@@ -35,7 +35,7 @@ type gateFixture struct {
 }
 
 // openAIServer speaks the chat.completions wire format; every answer is answerText.
-func openAIServer(t *testing.T, answerText string, n *atomic.Int64) string {
+func openAIServer(t testing.TB, answerText string, n *atomic.Int64) string {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/v1/chat/completions" {
@@ -54,7 +54,7 @@ func openAIServer(t *testing.T, answerText string, n *atomic.Int64) string {
 	return srv.URL + "/v1"
 }
 
-func newGateFixture(t *testing.T, answerText string) *gateFixture {
+func newGateFixture(t testing.TB, answerText string) *gateFixture {
 	t.Helper()
 	st, err := badgerstore.Open(context.Background(), badgerstore.Options{Dir: t.TempDir(), GCInterval: -1})
 	if err != nil {
@@ -84,7 +84,7 @@ func newGateFixture(t *testing.T, answerText string) *gateFixture {
 	return f
 }
 
-func (f *gateFixture) script(t *testing.T, name, body string) {
+func (f *gateFixture) script(t testing.TB, name, body string) {
 	t.Helper()
 	if err := os.WriteFile(filepath.Join(f.scripts, name), []byte(body), 0o755); err != nil {
 		t.Fatal(err)
@@ -92,7 +92,7 @@ func (f *gateFixture) script(t *testing.T, name, body string) {
 }
 
 // call sends an admin request and decodes a 2xx JSON answer into out.
-func (f *gateFixture) call(t *testing.T, method, path string, in, out any) (int, ErrorBody) {
+func (f *gateFixture) call(t testing.TB, method, path string, in, out any) (int, ErrorBody) {
 	t.Helper()
 	body := ""
 	if in != nil {
@@ -131,7 +131,7 @@ func (f *gateFixture) call(t *testing.T, method, path string, in, out any) (int,
 	return resp.StatusCode, eb
 }
 
-func (f *gateFixture) evaluate(t *testing.T, r gate.EvalRequest) gate.Result {
+func (f *gateFixture) evaluate(t testing.TB, r gate.EvalRequest) gate.Result {
 	t.Helper()
 	var res gate.Result
 	if st, eb := f.call(t, http.MethodPost, "/v1/gates/evaluate", r, &res); st != http.StatusOK {
