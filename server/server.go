@@ -30,6 +30,7 @@ import (
 	"github.com/pixie-dev/pixie/internal/gate"
 	"github.com/pixie-dev/pixie/internal/hint"
 	"github.com/pixie-dev/pixie/internal/hooks"
+	"github.com/pixie-dev/pixie/internal/pet"
 	"github.com/pixie-dev/pixie/internal/store"
 )
 
@@ -71,6 +72,8 @@ type Deps struct {
 	Gates *gate.Service
 	// Hooks is the Claude Code / Codex hook adapter (routes in hooks.go).
 	Hooks *hooks.Service
+	// Pet is Pet: skills, tasks, invocations, env values, wheel, diagnostics (routes in pet.go).
+	Pet *pet.Service
 }
 
 // Server is Pixie's HTTP server.
@@ -214,6 +217,7 @@ func (s *Server) routes() {
 	s.mountHints(s.v1)
 	s.mountGates(s.v1)
 	s.mountHooks(s.v1)
+	s.mountPet(s.v1)
 	s.mountHelper(s.open)
 	s.mountUI()
 }
