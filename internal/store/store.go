@@ -28,7 +28,7 @@
 //	hint-meta/revision               hint queue revision, bumped by every hint transaction
 //	hook-turn/<session>              a hook session's turn number and turn key, with TTL (internal/hooks)
 //	pet-*/…                          Pet tasks, invocations, runs, skills, env values (internal/pet)
-//	lark-*/…                         Lark channel state, dedup keys with TTL (internal/channel/lark)
+//	lark-*/…                         Lark channel (internal/channel/lark): binding/current, allow/<open_id>, session/<id>, session-chat/<chat>, child/<id>, locus/<id>, entry/<entry>, delivery/<locus>/<seq>, inbound/<time>, dedup/{e,m}/<id> (TTL)
 //	cred/<name>                      nothing: credentials live in <home>/credentials.json, not here
 //
 // Values are JSON. Ordering is bytewise on keys, so ids that must sort by time use

@@ -1,0 +1,336 @@
+package lark
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/internal/store"
+)
+
+// Channel is the Lark channel: the event webhook, the binding, the allowlist and pairing, and
+// the Loci with their Deliveries. It is safe for concurrent use. One Channel serves one store;
+// run one per process.
+type Channel struct {
+	st      *store.Store
+	cfg     Config
+	log     *slog.Logger
+	met     *metrics
+	secrets Secrets
+	started time.Time
+
+	mu sync.RWMutex
+	b  *liveBinding // nil while unbound or unverified
+	// bindProblem says why a stored binding could not be loaded.
+	bindProblem string
+
+	pair pairing
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	wake   chan struct{}
+
+	// runMu guards settling and runs.
+	runMu sync.Mutex
+	// settling holds the Deliveries being settled right now (one settlement at a time).
+	settling map[string]bool
+	// runs are the cancel functions of running built-in executor turns, by Delivery id.
+	runs map[string]context.CancelFunc
+	// activating holds Deliveries whose activation (reaction, spool, executor) is under way.
+	activating map[string]bool
+
+	spool   *spool
+	locks   keyedMutex
+	members memberCache
+}
+
+// liveBinding is a verified binding with its secrets and its SDK client.
+type liveBinding struct {
+	appID, secret, token, encryptKey string
+	botOpenID, botName               string
+	verifiedAt                       time.Time
+	api                              *api
+}
+
+// New returns the channel over st and starts its worker and deadline sweep. A missing or
+// incomplete binding is not an error: the channel is then unavailable and Status says why.
+func New(ctx context.Context, st *store.Store, cfg Config) (*Channel, error) {
+	if st == nil {
+		return nil, errs.New(errs.Invalid, "lark: a store is required")
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	secrets := cfg.Secrets
+	if secrets == nil {
+		secrets = &MemorySecrets{}
+	}
+	c := &Channel{
+		st: st, cfg: cfg, log: cfg.Logger, met: newMetrics(cfg.Registerer), secrets: secrets,
+		started:    cfg.Now().UTC(),
+		wake:       make(chan struct{}, 1),
+		settling:   map[string]bool{},
+		runs:       map[string]context.CancelFunc{},
+		activating: map[string]bool{},
+		locks:      keyedMutex{m: map[string]chan struct{}{}},
+	}
+	c.members.m = map[string]memberEntry{}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.spool = newSpool(cfg.SpoolDir, c.log)
+	if err := c.loadBinding(ctx); err != nil {
+		return nil, err
+	}
+	c.wg.Add(1)
+	go c.worker()
+	if cfg.SweepInterval > 0 {
+		c.wg.Add(1)
+		go c.sweeper()
+	}
+	c.recover(ctx)
+	c.kick()
+	return c, nil
+}
+
+// Close stops the worker, the sweep and running built-in turns. Deliveries stay in the store
+// and resume on the next start.
+func (c *Channel) Close() error {
+	c.cancel()
+	c.wg.Wait()
+	return nil
+}
+
+func (c *Channel) now() time.Time { return c.cfg.Now().UTC() }
+
+// binding returns the live binding, or nil.
+func (c *Channel) binding() *liveBinding {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.b
+}
+
+// available returns the live binding when the channel can take events, with the reason when it
+// cannot.
+func (c *Channel) available() (*liveBinding, string) {
+	if !c.cfg.Enabled {
+		return nil, "the channel is turned off (lark.enabled is false)"
+	}
+	b := c.binding()
+	if b == nil {
+		c.mu.RLock()
+		p := c.bindProblem
+		c.mu.RUnlock()
+		if p == "" {
+			p = "no Lark bot is bound: bind one with its app id, app secret, verification token and encrypt key"
+		}
+		return nil, p
+	}
+	return b, ""
+}
+
+// loadBinding reads the binding's secrets and its verified bot identity.
+func (c *Channel) loadBinding(ctx context.Context) error {
+	var rec bindingRecord
+	found := true
+	err := c.st.View(ctx, func(tx *store.Tx) error {
+		var err error
+		rec, err = colBinding.Get(tx, bindingKey)
+		if errors.Is(err, store.ErrNotFound) {
+			found = false
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return errs.Wrap(errs.Internal, err, "lark: read the binding")
+	}
+	get := func(name string) (string, error) {
+		v, _, err := c.secrets.Get(ctx, name)
+		return v, err
+	}
+	appID, err1 := get(SecretAppID)
+	secret, err2 := get(SecretAppSecret)
+	token, err3 := get(SecretVerificationToken)
+	ekey, err4 := get(SecretEncryptKey)
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
+		c.setProblem("the credentials could not be read: " + describeErr(err))
+		c.log.Warn("lark: credentials unreadable; the channel is unavailable", "err", err.Error())
+		return nil
+	}
+	switch {
+	case !found && appID == "":
+		return nil
+	case !found:
+		c.setProblem("the binding was never verified: bind the bot again")
+		return nil
+	case appID == "" || secret == "" || token == "":
+		c.setProblem("the binding is incomplete (app id, app secret or verification token missing from the credentials): bind the bot again")
+		return nil
+	case appID != rec.AppID:
+		c.setProblem("the credentials name a different app than the verified binding: bind the bot again")
+		return nil
+	case !validOpenID(rec.BotOpenID):
+		c.setProblem("the binding has no verified bot open_id: bind the bot again")
+		return nil
+	}
+	c.mu.Lock()
+	c.b = &liveBinding{appID: appID, secret: secret, token: token, encryptKey: ekey,
+		botOpenID: rec.BotOpenID, botName: rec.BotName, verifiedAt: rec.VerifiedAt,
+		api: newAPI(c.cfg.BaseURL, appID, secret, c.cfg.HTTPTimeout)}
+	c.bindProblem = ""
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *Channel) setProblem(p string) {
+	c.mu.Lock()
+	c.b, c.bindProblem = nil, p
+	c.mu.Unlock()
+}
+
+// Status is the channel's state for the Channel and Diagnostics settings. It holds no secret.
+type Status struct {
+	Enabled   bool `json:"enabled"`
+	Bound     bool `json:"bound"`
+	Available bool `json:"available"`
+	// Problem says why the channel is unavailable.
+	Problem    string     `json:"problem,omitempty"`
+	AppID      string     `json:"appId,omitempty"`
+	BotOpenID  string     `json:"botOpenId,omitempty"`
+	BotName    string     `json:"botName,omitempty"`
+	VerifiedAt *time.Time `json:"verifiedAt,omitempty"`
+	// Encrypted is true when an encrypt key is bound (events are encrypted and signed).
+	Encrypted bool `json:"encrypted"`
+	// Warnings name parts that are degraded without making the channel unavailable.
+	Warnings         []string    `json:"warnings,omitempty"`
+	DefaultWorkspace string      `json:"defaultWorkspace,omitempty"`
+	WorkspaceOK      bool        `json:"workspaceOk"`
+	Executor         string      `json:"executor"`
+	ModelConfigured  bool        `json:"modelConfigured"`
+	SpoolDir         string      `json:"spoolDir,omitempty"`
+	ImagesOK         bool        `json:"imagesOk"`
+	Pairing          PairingInfo `json:"pairing"`
+	Allowlisted      int         `json:"allowlisted"`
+	OwnerOpenID      string      `json:"ownerOpenId,omitempty"`
+	StartedAt        time.Time   `json:"startedAt"`
+	Watermark        time.Time   `json:"watermark"`
+	ReplayWindow     string      `json:"replayWindow"`
+	Drops            []DropCount `json:"drops"`
+}
+
+// Status reports the channel's state.
+func (c *Channel) Status(ctx context.Context) Status {
+	s := Status{
+		Enabled:          c.cfg.Enabled,
+		DefaultWorkspace: c.cfg.DefaultWorkspace,
+		Executor:         c.cfg.Executor,
+		SpoolDir:         c.cfg.SpoolDir,
+		StartedAt:        c.started,
+		Watermark:        c.watermark(),
+		ReplayWindow:     c.cfg.ReplayWindow.String(),
+		Pairing:          c.pair.info(c.now()),
+		Drops:            c.met.dropCounts(),
+	}
+	if b := c.binding(); b != nil {
+		s.Bound, s.AppID, s.BotOpenID, s.BotName, s.Encrypted = true, b.appID, b.botOpenID, b.botName, b.encryptKey != ""
+		s.VerifiedAt = ptime(b.verifiedAt)
+		if !s.Encrypted {
+			s.Warnings = append(s.Warnings, "no encrypt key is bound: events arrive unencrypted and unsigned, and only the verification token authenticates them")
+		}
+	}
+	if _, p := c.available(); p != "" {
+		s.Problem = p
+	} else {
+		s.Available = true
+	}
+	if p := c.workspaceProblem(); p != "" {
+		s.Warnings = append(s.Warnings, p)
+	} else {
+		s.WorkspaceOK = true
+	}
+	if c.cfg.Model != nil {
+		s.ModelConfigured = c.cfg.Model.Info().Configured
+	}
+	if s.Executor == ExecutorBuiltin && !s.ModelConfigured {
+		s.Warnings = append(s.Warnings, "the built-in executor has no Pixie model configured: its Deliveries fail until one is")
+	}
+	if p := c.spool.problem(); p != "" {
+		s.Warnings = append(s.Warnings, "images are unavailable: "+p)
+	} else {
+		s.ImagesOK = true
+	}
+	_ = c.st.View(ctx, func(tx *store.Tx) error {
+		return colAllow.Each(tx, "", store.ScanOptions{}, func(_ string, e AllowEntry) error {
+			s.Allowlisted++
+			if e.Owner {
+				s.OwnerOpenID = e.OpenID
+			}
+			return nil
+		})
+	})
+	return s
+}
+
+// workspaceProblem says why automatic main sessions cannot be created, or "".
+func (c *Channel) workspaceProblem() string {
+	if c.cfg.DefaultWorkspace == "" {
+		return "no default workspace is configured (lark.defaultWorkspace): new chats cannot get a main session automatically; bind them with /bind"
+	}
+	st, err := os.Stat(c.cfg.DefaultWorkspace)
+	if err != nil || !st.IsDir() {
+		return "the default workspace " + c.cfg.DefaultWorkspace + " is missing or not a directory: new chats cannot get a main session automatically"
+	}
+	return ""
+}
+
+// watermark is the oldest message creation time accepted: the process start minus StartSkew.
+func (c *Channel) watermark() time.Time { return c.started.Add(-c.cfg.StartSkew) }
+
+// kick wakes the inbound worker.
+func (c *Channel) kick() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// modelConfigured reports whether the built-in executor has a model.
+func (c *Channel) modelConfigured() bool {
+	return c.cfg.Model != nil && c.cfg.Model.Info().Configured
+}
+
+// keyedMutex is a set of context-aware mutexes by key.
+type keyedMutex struct {
+	mu sync.Mutex
+	m  map[string]chan struct{}
+}
+
+// lock waits for key's turn; the returned func releases it.
+func (k *keyedMutex) lock(ctx context.Context, key string) (func(), error) {
+	for {
+		k.mu.Lock()
+		ch, busy := k.m[key]
+		if !busy {
+			ch = make(chan struct{})
+			k.m[key] = ch
+			k.mu.Unlock()
+			return func() {
+				k.mu.Lock()
+				delete(k.m, key)
+				k.mu.Unlock()
+				close(ch)
+			}, nil
+		}
+		k.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, errs.Wrap(errs.Timeout, ctx.Err(), "gave up waiting for an earlier request on the same session")
+		}
+	}
+}

@@ -1,0 +1,170 @@
+package lark
+
+import (
+	"io"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/internal/model"
+)
+
+// Defaults of Config. The deadline values and the pairing lifetime are the spec's.
+const (
+	DefaultBaseURL         = "https://open.feishu.cn"
+	DefaultReplayWindow    = 5 * time.Minute
+	DefaultStartSkew       = 30 * time.Second
+	DefaultDedupTTL        = 24 * time.Hour
+	DefaultInitialDeadline = time.Hour
+	DefaultMaxDeadline     = 24 * time.Hour
+	DefaultSweepInterval   = 15 * time.Second
+	DefaultMaxImageBytes   = 10 << 20
+	DefaultMaxImages       = 4
+	DefaultMaxQueue        = 50
+	DefaultMaxTextChars    = 8000
+	DefaultMaxReplyChars   = 20000
+	DefaultHTTPTimeout     = 20 * time.Second
+	DefaultHistoryTurns    = 10
+
+	// PairTTL is how long a pairing code lives (spec: five minutes).
+	PairTTL = 5 * time.Minute
+)
+
+// Executor kinds.
+const (
+	// ExecutorBuiltin answers with the Pixie model as the child session.
+	ExecutorBuiltin = "builtin"
+	// ExecutorExternal leaves the Delivery to an agent that pulls it and calls finish or wait.
+	ExecutorExternal = "external"
+)
+
+// Config configures a Channel. The zero value works (the channel is then off).
+type Config struct {
+	// Enabled turns the channel on; it also needs a verified binding.
+	Enabled bool
+	// BaseURL is Lark's open API base; empty means https://open.feishu.cn.
+	BaseURL string
+	// DefaultWorkspace is the directory automatically created main sessions belong to. Empty or
+	// missing means no main session is created on demand (entries can still be bound with
+	// /bind), and Status says why.
+	DefaultWorkspace string
+	// ReplayWindow is the accepted distance between an event's timestamp and now; zero means 5m.
+	ReplayWindow time.Duration
+	// StartSkew is how far before this process started a message may have been created and
+	// still be accepted (the start-up watermark); zero means 30s.
+	StartSkew time.Duration
+	// DedupTTL is how long event and message ids are remembered; zero means 24h.
+	DedupTTL time.Duration
+	// Home is Pixie's home; the image spool is <Home>/spool/lark unless SpoolDir is set.
+	Home string
+	// SpoolDir overrides the image spool directory (it must be private: mode 0700).
+	SpoolDir string
+	// Executor is the default executor of new Loci: "builtin" (default) or "external".
+	Executor string
+	// InitialDeadline is a Delivery's deadline from its acceptance; zero means 1h.
+	InitialDeadline time.Duration
+	// MaxDeadline caps any deadline, from acceptance; zero means 24h.
+	MaxDeadline time.Duration
+	// SweepInterval is how often deadlines are checked; zero means 15s, negative disables the
+	// background sweep (tests call the sweep themselves).
+	SweepInterval time.Duration
+	// MaxImageBytes caps one downloaded image; zero means 10 MiB.
+	MaxImageBytes int64
+	// MaxImages caps the images taken from one message; zero means 4.
+	MaxImages int
+	// MaxQueue caps the Deliveries waiting in one Locus (the current one not counted); zero
+	// means 50.
+	MaxQueue int
+	// MaxTextChars caps a message's text, in characters; longer text is cut; zero means 8000.
+	MaxTextChars int
+	// MaxReplyChars caps a reply body, in characters; zero means 20000.
+	MaxReplyChars int
+	// HTTPTimeout bounds one call to Lark; zero means 20s.
+	HTTPTimeout time.Duration
+	// HistoryTurns is how many earlier question/answer pairs of its own the built-in child sees;
+	// zero means 10.
+	HistoryTurns int
+	// Model is the Pixie model of the built-in executor; nil means none is configured.
+	Model model.Model
+	// Secrets holds the binding's credentials; nil keeps them in memory only (tests).
+	Secrets Secrets
+	// Registerer receives the channel's metrics; nil registers them nowhere.
+	Registerer prometheus.Registerer
+	// Logger receives operational logs (never secrets or message text); nil discards them.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.ReplayWindow < 0 || c.StartSkew < 0 || c.DedupTTL < 0 || c.InitialDeadline < 0 || c.MaxDeadline < 0 ||
+		c.MaxImageBytes < 0 || c.MaxImages < 0 || c.MaxQueue < 0 || c.MaxTextChars < 0 || c.MaxReplyChars < 0 ||
+		c.HTTPTimeout < 0 || c.HistoryTurns < 0 {
+		return c, errs.New(errs.Invalid, "lark: limits and durations must not be negative")
+	}
+	if c.BaseURL == "" {
+		c.BaseURL = DefaultBaseURL
+	}
+	if c.ReplayWindow == 0 {
+		c.ReplayWindow = DefaultReplayWindow
+	}
+	if c.StartSkew == 0 {
+		c.StartSkew = DefaultStartSkew
+	}
+	if c.DedupTTL == 0 {
+		c.DedupTTL = DefaultDedupTTL
+	}
+	if c.InitialDeadline == 0 {
+		c.InitialDeadline = DefaultInitialDeadline
+	}
+	if c.MaxDeadline == 0 {
+		c.MaxDeadline = DefaultMaxDeadline
+	}
+	if c.InitialDeadline > c.MaxDeadline {
+		return c, errs.New(errs.Invalid, "lark: the initial deadline (%s) is beyond the maximum (%s)", c.InitialDeadline, c.MaxDeadline)
+	}
+	if c.SweepInterval == 0 {
+		c.SweepInterval = DefaultSweepInterval
+	}
+	if c.MaxImageBytes == 0 {
+		c.MaxImageBytes = DefaultMaxImageBytes
+	}
+	if c.MaxImages == 0 {
+		c.MaxImages = DefaultMaxImages
+	}
+	if c.MaxQueue == 0 {
+		c.MaxQueue = DefaultMaxQueue
+	}
+	if c.MaxTextChars == 0 {
+		c.MaxTextChars = DefaultMaxTextChars
+	}
+	if c.MaxReplyChars == 0 {
+		c.MaxReplyChars = DefaultMaxReplyChars
+	}
+	if c.HTTPTimeout == 0 {
+		c.HTTPTimeout = DefaultHTTPTimeout
+	}
+	if c.HistoryTurns == 0 {
+		c.HistoryTurns = DefaultHistoryTurns
+	}
+	switch c.Executor {
+	case "":
+		c.Executor = ExecutorBuiltin
+	case ExecutorBuiltin, ExecutorExternal:
+	default:
+		return c, errs.New(errs.Invalid, "lark: unknown executor %q: use %q or %q", c.Executor, ExecutorBuiltin, ExecutorExternal)
+	}
+	if c.SpoolDir == "" && c.Home != "" {
+		c.SpoolDir = filepath.Join(c.Home, "spool", "lark")
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c, nil
+}

@@ -1,0 +1,645 @@
+package lark
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/internal/store"
+)
+
+// MaxReasonChars caps a no-reply or failure reason.
+const MaxReasonChars = 500
+
+// errQueueFull refuses a Delivery when the Locus's queue is at MaxQueue.
+var errQueueFull = errs.New(errs.Conflict, "the queue is full")
+
+// enqueue appends a Delivery for msg to l's FIFO, in tx. When l is idle the Delivery becomes
+// current at once (accepted now, deadline InitialDeadline from now). l is updated in place and
+// written.
+func (c *Channel) enqueue(tx *store.Tx, l *Locus, msg message, receivedAt time.Time) (Delivery, error) {
+	if l.Current != "" && l.Queued >= c.cfg.MaxQueue {
+		return Delivery{}, errQueueFull
+	}
+	if l.NextSeq < 1 {
+		l.NextSeq = 1
+	}
+	seq := l.NextSeq
+	l.NextSeq++
+	d := Delivery{
+		ID: deliveryID(l.ID, seq), LocusID: l.ID, Seq: seq, MessageID: msg.MessageID, ChatID: msg.ChatID,
+		ThreadID: msg.ThreadID, SenderOpenID: msg.SenderOpenID, Text: msg.Text, Images: msg.Images,
+		Truncated: msg.Truncated, State: DeliveryQueued, ReceivedAt: receivedAt,
+	}
+	if l.Current == "" {
+		c.makeCurrent(&d, l)
+	} else {
+		l.Queued++
+	}
+	if err := colDelivery.Put(tx, deliveryKey(l.ID, seq), d); err != nil {
+		return Delivery{}, err
+	}
+	return d, colLocus.Put(tx, l.ID, *l)
+}
+
+func (c *Channel) makeCurrent(d *Delivery, l *Locus) {
+	now := c.now()
+	d.State = DeliveryCurrent
+	d.AcceptedAt = ptime(now)
+	d.Deadline = ptime(now.Add(c.cfg.InitialDeadline))
+	l.Current = d.ID
+}
+
+// promoteNext makes the first queued Delivery after afterSeq current, in tx, and returns it
+// (nil when the queue is empty). l is updated in place; the caller writes it.
+func (c *Channel) promoteNext(tx *store.Tx, l *Locus, afterSeq int64) (*Delivery, error) {
+	l.Current = ""
+	var next *Delivery
+	err := colDelivery.Each(tx, l.ID+"/", store.ScanOptions{After: []byte(deliveryKey(l.ID, afterSeq))},
+		func(_ string, d Delivery) error {
+			if d.State == DeliveryQueued {
+				next = &d
+				return store.ErrStop
+			}
+			return nil
+		})
+	if err != nil || next == nil {
+		l.Queued = 0
+		return nil, err
+	}
+	c.makeCurrent(next, l)
+	if l.Queued > 0 {
+		l.Queued--
+	}
+	return next, colDelivery.Put(tx, deliveryKey(l.ID, next.Seq), *next)
+}
+
+// pruneSettled keeps the newest maxKeptSettled settled Deliveries of a Locus.
+func pruneSettled(tx *store.Tx, locusID string) error {
+	var settled []string
+	err := colDelivery.Each(tx, locusID+"/", store.ScanOptions{}, func(id string, d Delivery) error {
+		if d.State != DeliveryQueued && d.State != DeliveryCurrent {
+			settled = append(settled, id)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for len(settled) > maxKeptSettled {
+		if err := tx.DeleteRaw(colDelivery.Key(settled[0])); err != nil {
+			return err
+		}
+		settled = settled[1:]
+	}
+	return nil
+}
+
+// outcome is how a Delivery ends.
+type outcome struct {
+	state string // DeliveryDone, DeliveryFailed or DeliveryTimedOut
+	// reply is the body to send (DeliveryDone with a reply).
+	reply string
+	// noReply is the executor's reason for not replying (DeliveryDone without a reply).
+	noReply string
+	// fail says why it failed or timed out.
+	fail string
+}
+
+// settleCheck validates the settling caller against the current Delivery and its Locus.
+type settleCheck func(d Delivery, l Locus) error
+
+// settle ends the current Delivery id with o: the reply (if any) is sent to the triggering
+// message first (on failure the Delivery stays current and the error is returned), the
+// Delivery's images are deleted, and then one transaction marks it settled and makes the next
+// queued Delivery current. Reactions and the next Delivery's start follow asynchronously.
+func (c *Channel) settle(ctx context.Context, id string, check settleCheck, o outcome) (Delivery, error) {
+	c.runMu.Lock()
+	if c.settling[id] {
+		c.runMu.Unlock()
+		return Delivery{}, errs.New(errs.Conflict, "the Delivery is being settled by another request")
+	}
+	c.settling[id] = true
+	c.runMu.Unlock()
+	defer func() {
+		c.runMu.Lock()
+		delete(c.settling, id)
+		c.runMu.Unlock()
+	}()
+
+	d, l, err := c.loadCurrent(ctx, id)
+	if err != nil {
+		return Delivery{}, err
+	}
+	if check != nil {
+		if err := check(d, l); err != nil {
+			return Delivery{}, err
+		}
+	}
+	replyID := ""
+	if o.reply != "" {
+		b := c.binding()
+		if b == nil {
+			return Delivery{}, errs.New(errs.Unavailable, "the Lark channel is unavailable: the reply cannot be sent")
+		}
+		body := o.reply
+		if members, err := c.chatMembers(ctx, b.api, d.ChatID); err == nil {
+			body = renderMentions(body, members)
+		} else {
+			c.outboundFailed("members", err)
+			body = renderMentions(body, nil)
+		}
+		replyID, err = b.api.reply(ctx, d.MessageID, body, "reply-"+d.ID)
+		if err != nil {
+			c.outboundFailed("reply", err)
+			return Delivery{}, err
+		}
+	}
+	unlock, err := c.sideLock(ctx, l.ID)
+	if err != nil {
+		return Delivery{}, err
+	}
+	_ = c.spool.remove(d.ID)
+	var settled Delivery
+	var next *Delivery
+	err = c.st.Update(ctx, func(tx *store.Tx) error {
+		d, l, err := currentIn(tx, id)
+		if err != nil {
+			return err
+		}
+		now := c.now()
+		d.State, d.SettledAt = o.state, ptime(now)
+		d.Replied, d.ReplyMessageID = o.reply != "", replyID
+		d.NoReplyReason, d.FailReason = o.noReply, o.fail
+		if err := colDelivery.Put(tx, deliveryKey(l.ID, d.Seq), d); err != nil {
+			return err
+		}
+		if o.reply != "" {
+			if err := c.remember(tx, l.ChildID, d.Text, o.reply, now); err != nil {
+				return err
+			}
+		}
+		next, err = c.promoteNext(tx, &l, d.Seq)
+		if err != nil {
+			return err
+		}
+		if err := colLocus.Put(tx, l.ID, l); err != nil {
+			return err
+		}
+		settled = d
+		return pruneSettled(tx, l.ID)
+	})
+	unlock()
+	if err != nil {
+		return Delivery{}, err
+	}
+	c.cancelRun(id)
+	outcomeLabel := o.state
+	if o.state == DeliveryDone && o.reply == "" {
+		outcomeLabel = "no_reply"
+	} else if o.state == DeliveryDone {
+		outcomeLabel = "reply"
+	}
+	c.met.settled.WithLabelValues(outcomeLabel).Inc()
+	c.goOutbound(func(ctx context.Context) { c.afterSettle(ctx, settled, next) })
+	return settled, nil
+}
+
+// remember appends a question and answer to the child's own history (bounded).
+func (c *Channel) remember(tx *store.Tx, childID, q, a string, at time.Time) error {
+	ch, err := colChild.Get(tx, childID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	ch.History = append(ch.History, Turn{Question: clip(q, 4000), Answer: clip(a, 4000), At: at})
+	if n := len(ch.History) - c.cfg.HistoryTurns; n > 0 {
+		ch.History = append([]Turn(nil), ch.History[n:]...)
+	}
+	return colChild.Put(tx, ch.ID, ch)
+}
+
+// afterSettle swaps the working reaction for done or failed, then starts the next Delivery.
+func (c *Channel) afterSettle(ctx context.Context, settled Delivery, next *Delivery) {
+	if b := c.binding(); b != nil {
+		if unlock, err := c.sideLock(ctx, settled.LocusID); err == nil {
+			// Re-read: the activation may have recorded the working reaction after we loaded it.
+			working := settled.WorkingReaction
+			_ = c.st.View(ctx, func(tx *store.Tx) error {
+				if d, err := colDelivery.Get(tx, deliveryKey(settled.LocusID, settled.Seq)); err == nil {
+					working = d.WorkingReaction
+				}
+				return nil
+			})
+			if working != "" {
+				if err := b.api.deleteReaction(ctx, settled.MessageID, working); err != nil {
+					c.outboundFailed("reaction_delete", err)
+				}
+			}
+			emoji := ReactionDone
+			if settled.State != DeliveryDone {
+				emoji = ReactionFailed
+			}
+			if _, err := b.api.addReaction(ctx, settled.MessageID, emoji); err != nil {
+				c.outboundFailed("reaction", err)
+			}
+			unlock()
+		}
+	}
+	if next != nil {
+		c.activate(ctx, *next)
+	}
+}
+
+// loadCurrent reads Delivery id and its Locus, requiring it to be the Locus's current one.
+func (c *Channel) loadCurrent(ctx context.Context, id string) (d Delivery, l Locus, err error) {
+	err = c.st.View(ctx, func(tx *store.Tx) error {
+		d, l, err = currentIn(tx, id)
+		return err
+	})
+	return d, l, err
+}
+
+func currentIn(tx *store.Tx, id string) (Delivery, Locus, error) {
+	lid, seq, ok := parseDeliveryID(id)
+	if !ok {
+		return Delivery{}, Locus{}, errs.New(errs.Invalid, "malformed delivery id")
+	}
+	d, err := colDelivery.Get(tx, deliveryKey(lid, seq))
+	if errors.Is(err, store.ErrNotFound) {
+		return Delivery{}, Locus{}, errs.New(errs.NotFound, "no such delivery")
+	} else if err != nil {
+		return Delivery{}, Locus{}, err
+	}
+	l, err := colLocus.Get(tx, lid)
+	if errors.Is(err, store.ErrNotFound) {
+		return Delivery{}, Locus{}, errs.New(errs.NotFound, "no such locus")
+	} else if err != nil {
+		return Delivery{}, Locus{}, err
+	}
+	if d.State != DeliveryCurrent || l.Current != d.ID {
+		return d, l, errs.New(errs.Conflict, "the delivery is not current (it is %s)", stateWord(d.State))
+	}
+	return d, l, nil
+}
+
+func stateWord(s string) string {
+	if s == deliveryStateNone {
+		return "unknown"
+	}
+	return strings.ReplaceAll(s, "_", " ")
+}
+
+// activate starts a Delivery that just became current: the working reaction, the images, and
+// the executor. It is idempotent per process (a second call while one runs is ignored).
+func (c *Channel) activate(ctx context.Context, d Delivery) {
+	c.runMu.Lock()
+	if c.activating[d.ID] {
+		c.runMu.Unlock()
+		return
+	}
+	c.activating[d.ID] = true
+	c.runMu.Unlock()
+	defer func() {
+		c.runMu.Lock()
+		delete(c.activating, d.ID)
+		c.runMu.Unlock()
+	}()
+	b := c.binding()
+	if b == nil {
+		return
+	}
+	unlock, err := c.sideLock(ctx, d.LocusID)
+	if err != nil {
+		return
+	}
+	// Still current? (It may have been settled while waiting for the lock.)
+	cur, l, err := c.loadCurrent(ctx, d.ID)
+	if err != nil {
+		unlock()
+		return
+	}
+	if cur.WorkingReaction == "" {
+		rid, err := b.api.addReaction(ctx, cur.MessageID, ReactionWorking)
+		if err != nil {
+			c.outboundFailed("reaction", err)
+		} else {
+			err := c.st.Update(ctx, func(tx *store.Tx) error {
+				x, _, err := currentIn(tx, d.ID)
+				if err != nil {
+					return err
+				}
+				x.WorkingReaction = rid
+				return colDelivery.Put(tx, deliveryKey(x.LocusID, x.Seq), x)
+			})
+			if err != nil {
+				// Settled meanwhile: take the reaction back.
+				if derr := b.api.deleteReaction(ctx, cur.MessageID, rid); derr != nil {
+					c.outboundFailed("reaction_delete", derr)
+				}
+			}
+		}
+	}
+	c.spool.fetch(ctx, b.api, cur, c.cfg.MaxImageBytes)
+	unlock()
+	if l.Executor == ExecutorBuiltin {
+		c.startBuiltin(cur, l)
+	}
+}
+
+// sideLock serialises the Lark side effects of one Locus (reactions, spool) so that a
+// Delivery's settlement never overtakes its activation.
+func (c *Channel) sideLock(ctx context.Context, locusID string) (func(), error) {
+	return c.locks.lock(ctx, "locus:"+locusID)
+}
+
+// FinishRequest ends the current Delivery: a reply body, or no reply with a reason.
+type FinishRequest struct {
+	DeliveryID string `json:"deliveryId"`
+	// Reply is the body sent to the triggering message; "@Name" becomes a mention when Name is
+	// exactly one chat member.
+	Reply string `json:"reply,omitempty"`
+	// NoReply ends the Delivery without a reply; Reason is then required.
+	NoReply bool   `json:"noReply,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+func (c *Channel) checkFinish(req FinishRequest) (outcome, error) {
+	reply := strings.TrimSpace(req.Reply)
+	reason := strings.TrimSpace(req.Reason)
+	switch {
+	case req.NoReply && reply != "":
+		return outcome{}, errs.New(errs.Invalid, "give either a reply or noReply with a reason, not both")
+	case req.NoReply && reason == "":
+		return outcome{}, errs.New(errs.Invalid, "noReply needs a reason")
+	case !req.NoReply && reply == "":
+		return outcome{}, errs.New(errs.Invalid, "reply is empty: send a body, or noReply with a reason")
+	case utf8.RuneCountInString(reply) > c.cfg.MaxReplyChars:
+		return outcome{}, errs.New(errs.TooLarge, "reply is over %d characters", c.cfg.MaxReplyChars)
+	case utf8.RuneCountInString(reason) > MaxReasonChars:
+		return outcome{}, errs.New(errs.TooLarge, "reason is over %d characters", MaxReasonChars)
+	}
+	if req.NoReply {
+		return outcome{state: DeliveryDone, noReply: reason}, nil
+	}
+	return outcome{state: DeliveryDone, reply: reply}, nil
+}
+
+// callerCheck binds a finish or wait to the child serving the Delivery and to an external
+// executor (the built-in executor settles on its own).
+func callerCheck(childID string) settleCheck {
+	return func(d Delivery, l Locus) error {
+		if l.ChildID != childID {
+			return errs.New(errs.Forbidden, "this delivery is not served by child %s", childID)
+		}
+		if l.Executor != ExecutorExternal {
+			return errs.New(errs.Conflict, "this Locus is served by the %s executor", l.Executor)
+		}
+		return nil
+	}
+}
+
+// Finish ends the current Delivery of childID's Locus (pet_locus_finish). The Delivery must be
+// the current one and the Locus's executor external.
+func (c *Channel) Finish(ctx context.Context, childID string, req FinishRequest) (DeliveryView, error) {
+	o, err := c.checkFinish(req)
+	if err != nil {
+		return DeliveryView{}, err
+	}
+	d, err := c.settle(ctx, req.DeliveryID, callerCheck(childID), o)
+	if err != nil {
+		return DeliveryView{}, err
+	}
+	return c.viewOf(ctx, d)
+}
+
+// WaitRequest extends the current Delivery's deadline.
+type WaitRequest struct {
+	DeliveryID string `json:"deliveryId"`
+	// ExtendSeconds moves the deadline to now plus this many seconds (default 3600), capped at
+	// MaxDeadline (24h) after acceptance. A deadline is never shortened.
+	ExtendSeconds int64 `json:"extendSeconds,omitempty"`
+}
+
+// WaitResult is the new deadline.
+type WaitResult struct {
+	DeliveryID string    `json:"deliveryId"`
+	Deadline   time.Time `json:"deadline"`
+	// Capped is true when the deadline stopped at the 24-hour cap.
+	Capped bool `json:"capped"`
+}
+
+// Wait extends the current Delivery's deadline (pet_locus_wait). It fails with conflict once
+// the deadline is at the cap.
+func (c *Channel) Wait(ctx context.Context, childID string, req WaitRequest) (WaitResult, error) {
+	return c.extend(ctx, req, callerCheck(childID))
+}
+
+func (c *Channel) extend(ctx context.Context, req WaitRequest, check settleCheck) (WaitResult, error) {
+	ext := time.Duration(req.ExtendSeconds) * time.Second
+	if req.ExtendSeconds == 0 {
+		ext = c.cfg.InitialDeadline
+	}
+	if req.ExtendSeconds < 0 || ext > c.cfg.MaxDeadline {
+		return WaitResult{}, errs.New(errs.Invalid, "extendSeconds must be between 1 and %d", int64(c.cfg.MaxDeadline/time.Second))
+	}
+	var out WaitResult
+	err := c.st.Update(ctx, func(tx *store.Tx) error {
+		d, l, err := currentIn(tx, req.DeliveryID)
+		if err != nil {
+			return err
+		}
+		if check != nil {
+			if err := check(d, l); err != nil {
+				return err
+			}
+		}
+		now := c.now()
+		if d.Deadline != nil && !now.Before(*d.Deadline) {
+			return errs.New(errs.Conflict, "the deadline has passed; the delivery is timing out")
+		}
+		limit := d.AcceptedAt.Add(c.cfg.MaxDeadline)
+		if d.Deadline != nil && !d.Deadline.Before(limit) {
+			return errs.New(errs.Conflict, "the deadline is already at the %s cap", c.cfg.MaxDeadline)
+		}
+		nd := now.Add(ext)
+		capped := false
+		if nd.After(limit) {
+			nd, capped = limit, true
+		}
+		if d.Deadline != nil && nd.Before(*d.Deadline) {
+			nd = *d.Deadline
+		}
+		d.Deadline = ptime(nd)
+		out = WaitResult{DeliveryID: d.ID, Deadline: nd, Capped: capped}
+		return colDelivery.Put(tx, deliveryKey(l.ID, d.Seq), d)
+	})
+	return out, err
+}
+
+// sweep times out every current Delivery whose deadline has passed; the next queued Delivery
+// starts on the same child.
+func (c *Channel) sweep(ctx context.Context) {
+	now := c.now()
+	var due []string
+	_ = c.st.View(ctx, func(tx *store.Tx) error {
+		return colLocus.Each(tx, "", store.ScanOptions{}, func(_ string, l Locus) error {
+			if l.Current == "" {
+				return nil
+			}
+			lid, seq, ok := parseDeliveryID(l.Current)
+			if !ok {
+				return nil
+			}
+			d, err := colDelivery.Get(tx, deliveryKey(lid, seq))
+			if err == nil && d.Deadline != nil && now.After(*d.Deadline) {
+				due = append(due, d.ID)
+			}
+			return nil
+		})
+	})
+	for _, id := range due {
+		_, err := c.settle(ctx, id, func(d Delivery, _ Locus) error {
+			if d.Deadline == nil || !c.now().After(*d.Deadline) {
+				return errs.New(errs.Conflict, "extended meanwhile")
+			}
+			return nil
+		}, outcome{state: DeliveryTimedOut, fail: "the deadline passed without a finish"})
+		if err != nil && !errs.Is(err, errs.Conflict) && !errs.Is(err, errs.NotFound) {
+			c.log.Warn("lark: timing out a delivery failed", "delivery", id, "err", err.Error())
+		}
+	}
+}
+
+func (c *Channel) sweeper() {
+	defer c.wg.Done()
+	t := time.NewTicker(c.cfg.SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-t.C:
+			c.sweep(c.ctx)
+		}
+	}
+}
+
+// Cancel ends a Locus's current Delivery as failed (the reason is recorded) and starts the next.
+func (c *Channel) Cancel(ctx context.Context, locusID, reason string) (DeliveryView, error) {
+	reason = strings.TrimSpace(reason)
+	if reason == "" {
+		reason = "cancelled"
+	}
+	if utf8.RuneCountInString(reason) > MaxReasonChars {
+		return DeliveryView{}, errs.New(errs.TooLarge, "reason is over %d characters", MaxReasonChars)
+	}
+	var cur string
+	err := c.st.View(ctx, func(tx *store.Tx) error {
+		l, err := colLocus.Get(tx, locusID)
+		if errors.Is(err, store.ErrNotFound) {
+			return errs.New(errs.NotFound, "no such locus")
+		}
+		cur = l.Current
+		return err
+	})
+	if err != nil {
+		return DeliveryView{}, err
+	}
+	if cur == "" {
+		return DeliveryView{}, errs.New(errs.Conflict, "the Locus has no current delivery")
+	}
+	d, err := c.settle(ctx, cur, nil, outcome{state: DeliveryFailed, fail: reason})
+	if err != nil {
+		return DeliveryView{}, err
+	}
+	return c.viewOf(ctx, d)
+}
+
+// cancelRun stops a running built-in turn of Delivery id.
+func (c *Channel) cancelRun(id string) {
+	c.runMu.Lock()
+	cancel := c.runs[id]
+	delete(c.runs, id)
+	c.runMu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// recover resumes after a start: every current Delivery is activated again (its reaction is
+// kept if it has one, its images are fetched again, the built-in executor runs it again), and a
+// Locus that is idle with Deliveries queued starts the first.
+func (c *Channel) recover(ctx context.Context) {
+	var resume []Delivery
+	err := c.st.Update(ctx, func(tx *store.Tx) error {
+		resume = resume[:0]
+		var loci []Locus
+		if err := colLocus.Each(tx, "", store.ScanOptions{}, func(_ string, l Locus) error {
+			if l.State == LocusActive {
+				loci = append(loci, l)
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		for _, l := range loci {
+			if l.Current != "" {
+				d, _, err := currentIn(tx, l.Current)
+				if err == nil {
+					resume = append(resume, d)
+					continue
+				}
+				if !errs.Is(err, errs.Conflict) && !errs.Is(err, errs.NotFound) {
+					return err
+				}
+			}
+			next, err := c.promoteNext(tx, &l, 0)
+			if err != nil {
+				return err
+			}
+			if err := colLocus.Put(tx, l.ID, l); err != nil {
+				return err
+			}
+			if next != nil {
+				resume = append(resume, *next)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		c.log.Error("lark: could not resume deliveries", "err", err.Error())
+		return
+	}
+	for _, d := range resume {
+		c.goOutbound(func(ctx context.Context) { c.activate(ctx, d) })
+	}
+}
+
+// goOutbound runs f in the background with the channel's lifetime, bounded by a few Lark calls'
+// worth of time.
+func (c *Channel) goOutbound(f func(ctx context.Context)) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		ctx, cancel := context.WithTimeout(c.ctx, 10*c.cfg.HTTPTimeout)
+		defer cancel()
+		f(ctx)
+	}()
+}
+
+func (c *Channel) outboundFailed(call string, err error) {
+	c.met.outbound.WithLabelValues(call).Inc()
+	c.log.Warn("lark: call failed", "call", call, "err", describeErr(err))
+}
+
+func clip(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n])
+}

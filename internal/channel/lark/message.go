@@ -1,0 +1,287 @@
+package lark
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	larkim "github.com/larksuite/oapi-sdk-go/v3/service/im/v1"
+)
+
+// Chat types as Lark names them.
+const (
+	chatP2P        = "p2p"
+	chatGroup      = "group"
+	chatTopicGroup = "topic_group"
+)
+
+// message is the part of an im.message.receive_v1 event Pixie keeps: no raw payload, no
+// mention table beyond what admission and rendering need.
+type message struct {
+	MessageID    string    `json:"messageId"`
+	ChatID       string    `json:"chatId"`
+	ChatType     string    `json:"chatType"`
+	ThreadID     string    `json:"threadId,omitempty"`
+	SenderOpenID string    `json:"senderOpenId"`
+	MessageType  string    `json:"messageType"`
+	CreatedAt    time.Time `json:"createdAt"`
+	// Text is the message text with the bot's mention removed and other mentions rendered as
+	// @Name.
+	Text string `json:"text"`
+	// Images are the image keys in the message, in order.
+	Images []string `json:"images,omitempty"`
+	// MentionsBot is true when a mention's open_id is the bot's.
+	MentionsBot bool `json:"mentionsBot"`
+	// Truncated is true when Text was cut to MaxTextChars.
+	Truncated bool `json:"truncated,omitempty"`
+}
+
+// entryKey names the Lark entry the message belongs to: the chat, or a topic in it.
+func (m message) entryKey() string { return entryKey(m.ChatID, m.ThreadID) }
+
+func entryKey(chatID, threadID string) string {
+	if threadID == "" {
+		return chatID
+	}
+	return chatID + "#" + threadID
+}
+
+// supportedTypes are the message types Pixie answers.
+var supportedTypes = map[string]bool{"text": true, "post": true, "image": true}
+
+// parseMessage turns the SDK's event data into a message. ok=false means the event is not a
+// well-formed user message (the reason says which part is missing).
+func parseMessage(ev *larkim.P2MessageReceiveV1Data, botOpenID string, maxChars, maxImages int) (m message, reason string) {
+	if ev == nil || ev.Message == nil || ev.Sender == nil {
+		return m, reasonMalformed
+	}
+	msg, snd := ev.Message, ev.Sender
+	if str(snd.SenderType) != "user" || snd.SenderId == nil || !validOpenID(str(snd.SenderId.OpenId)) {
+		return m, reasonSender
+	}
+	m = message{
+		MessageID:    str(msg.MessageId),
+		ChatID:       str(msg.ChatId),
+		ChatType:     str(msg.ChatType),
+		ThreadID:     str(msg.ThreadId),
+		SenderOpenID: str(snd.SenderId.OpenId),
+		MessageType:  str(msg.MessageType),
+	}
+	if m.MessageID == "" || m.ChatID == "" || len(m.MessageID) > 128 || len(m.ChatID) > 128 || len(m.ThreadID) > 128 {
+		return m, reasonMalformed
+	}
+	switch m.ChatType {
+	case chatP2P, chatGroup, chatTopicGroup:
+	default:
+		return m, reasonMalformed
+	}
+	if ms, err := strconv.ParseInt(str(msg.CreateTime), 10, 64); err == nil && ms > 0 {
+		m.CreatedAt = time.UnixMilli(ms).UTC()
+	} else {
+		return m, reasonMalformed
+	}
+	names := map[string]string{} // mention key → "@Name" (or "" for the bot)
+	for _, mn := range msg.Mentions {
+		if mn == nil || mn.Key == nil {
+			continue
+		}
+		open := ""
+		if mn.Id != nil {
+			open = str(mn.Id.OpenId)
+		}
+		if open != "" && open == botOpenID {
+			m.MentionsBot = true
+			names[*mn.Key] = ""
+			continue
+		}
+		names[*mn.Key] = "@" + str(mn.Name)
+	}
+	if !supportedTypes[m.MessageType] {
+		return m, reasonMessageType
+	}
+	text, images, ok := parseContent(m.MessageType, str(msg.Content), names, botOpenID, &m.MentionsBot)
+	if !ok {
+		return m, reasonMalformed
+	}
+	text = strings.TrimSpace(collapseSpaces(text))
+	if utf8.RuneCountInString(text) > maxChars {
+		text = string([]rune(text)[:maxChars])
+		m.Truncated = true
+	}
+	if len(images) > maxImages {
+		images = images[:maxImages]
+		m.Truncated = true
+	}
+	m.Text, m.Images = text, images
+	if m.Text == "" && len(m.Images) == 0 {
+		return m, reasonEmpty
+	}
+	return m, ""
+}
+
+// parseContent reads the JSON content of a text, post or image message.
+func parseContent(typ, content string, names map[string]string, botOpenID string, mentionsBot *bool) (string, []string, bool) {
+	switch typ {
+	case "text":
+		var c struct {
+			Text string `json:"text"`
+		}
+		if err := json.Unmarshal([]byte(content), &c); err != nil {
+			return "", nil, false
+		}
+		return replaceMentionKeys(c.Text, names), nil, true
+	case "image":
+		var c struct {
+			ImageKey string `json:"image_key"`
+		}
+		if err := json.Unmarshal([]byte(content), &c); err != nil || c.ImageKey == "" {
+			return "", nil, false
+		}
+		return "", []string{c.ImageKey}, true
+	case "post":
+		return parsePost(content, names, botOpenID, mentionsBot)
+	}
+	return "", nil, false
+}
+
+type postElem struct {
+	Tag      string `json:"tag"`
+	Text     string `json:"text"`
+	Href     string `json:"href"`
+	UserID   string `json:"user_id"`
+	UserName string `json:"user_name"`
+	ImageKey string `json:"image_key"`
+}
+
+type postBody struct {
+	Title   string       `json:"title"`
+	Content [][]postElem `json:"content"`
+}
+
+// parsePost reads a rich-text message: {title, content:[[elem…]…]}, or the same keyed by
+// locale ({"zh_cn": {…}}), in which case the first locale with content is used.
+func parsePost(content string, names map[string]string, botOpenID string, mentionsBot *bool) (string, []string, bool) {
+	var p postBody
+	if err := json.Unmarshal([]byte(content), &p); err != nil {
+		return "", nil, false
+	}
+	if p.Content == nil {
+		var byLocale map[string]postBody
+		if err := json.Unmarshal([]byte(content), &byLocale); err != nil {
+			return "", nil, false
+		}
+		for _, loc := range []string{"zh_cn", "en_us", "ja_jp"} {
+			if b, ok := byLocale[loc]; ok && b.Content != nil {
+				p = b
+				break
+			}
+		}
+		if p.Content == nil {
+			for _, b := range byLocale {
+				if b.Content != nil {
+					p = b
+					break
+				}
+			}
+		}
+	}
+	var sb strings.Builder
+	var images []string
+	if p.Title != "" {
+		sb.WriteString(p.Title)
+		sb.WriteString("\n")
+	}
+	for _, line := range p.Content {
+		for _, e := range line {
+			switch e.Tag {
+			case "text":
+				sb.WriteString(replaceMentionKeys(e.Text, names))
+			case "a":
+				sb.WriteString(e.Text)
+				if e.Href != "" && e.Href != e.Text {
+					sb.WriteString(" (" + e.Href + ")")
+				}
+			case "at":
+				if e.UserID != "" && e.UserID == botOpenID {
+					*mentionsBot = true
+					continue
+				}
+				if n, ok := names[e.UserID]; ok {
+					if n != "" {
+						sb.WriteString(n)
+					}
+					continue
+				}
+				if e.UserName != "" {
+					sb.WriteString("@" + e.UserName)
+				}
+			case "img":
+				if e.ImageKey != "" {
+					images = append(images, e.ImageKey)
+				}
+			case "code_block", "md":
+				sb.WriteString(e.Text)
+			}
+		}
+		sb.WriteString("\n")
+	}
+	return sb.String(), images, true
+}
+
+// replaceMentionKeys swaps "@_user_N" placeholders for the names they stand for ("" for the
+// bot, which removes its mention from the text). Unknown keys stay as they are.
+func replaceMentionKeys(s string, names map[string]string) string {
+	if len(names) == 0 || !strings.Contains(s, "@_") {
+		return s
+	}
+	var sb strings.Builder
+	for {
+		i := strings.Index(s, "@_")
+		if i < 0 {
+			sb.WriteString(s)
+			return sb.String()
+		}
+		sb.WriteString(s[:i])
+		j := i + 2
+		for j < len(s) && (s[j] == '_' || s[j] >= 'a' && s[j] <= 'z' || s[j] >= '0' && s[j] <= '9') {
+			j++
+		}
+		if n, ok := names[s[i:j]]; ok {
+			sb.WriteString(n)
+		} else {
+			sb.WriteString(s[i:j])
+		}
+		s = s[j:]
+	}
+}
+
+// collapseSpaces turns runs of spaces and tabs into one space, keeping line breaks.
+func collapseSpaces(s string) string {
+	var sb strings.Builder
+	space := false
+	for _, r := range s {
+		if r == ' ' || r == '\t' || r == '\u00a0' {
+			if !space {
+				sb.WriteByte(' ')
+			}
+			space = true
+			continue
+		}
+		space = false
+		sb.WriteRune(r)
+	}
+	lines := strings.Split(sb.String(), "\n")
+	for i := range lines {
+		lines[i] = strings.TrimSpace(lines[i])
+	}
+	return strings.Join(lines, "\n")
+}
+
+func str(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}

@@ -1,0 +1,166 @@
+package lark
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/internal/store"
+)
+
+// pairAlphabet has no look-alike characters (no 0/o, 1/l/i).
+const pairAlphabet = "abcdefghjkmnpqrstuvwxyz23456789"
+
+// pairing is the one pending pairing code. It lives only in memory: a restart, a cancel or a
+// new code expires it.
+type pairing struct {
+	mu      sync.Mutex
+	code    string
+	expires time.Time
+}
+
+// PairingInfo describes the pending code without revealing it.
+type PairingInfo struct {
+	Pending   bool       `json:"pending"`
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+}
+
+// PairingCode is a freshly minted code, shown once.
+type PairingCode struct {
+	// Command is what the person sends to the bot in a direct chat: "/pair xxxx-xxxx".
+	Command   string    `json:"command"`
+	Code      string    `json:"code"`
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+func (p *pairing) info(now time.Time) PairingInfo {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.code == "" || !now.Before(p.expires) {
+		return PairingInfo{}
+	}
+	return PairingInfo{Pending: true, ExpiresAt: ptime(p.expires)}
+}
+
+// MintPairing creates a five-minute, single-use pairing code, replacing (and so expiring) any
+// pending one. The channel must be available: the code is redeemed through it.
+func (c *Channel) MintPairing(ctx context.Context) (PairingCode, error) {
+	if b, p := c.available(); b == nil {
+		return PairingCode{}, errs.New(errs.Unavailable, "the Lark channel is unavailable: %s", p)
+	}
+	raw := make([]byte, 8)
+	if _, err := rand.Read(raw); err != nil {
+		return PairingCode{}, errs.Wrap(errs.Internal, err, "no randomness for a pairing code")
+	}
+	var sb strings.Builder
+	for i, v := range raw {
+		if i == 4 {
+			sb.WriteByte('-')
+		}
+		// 256 is not a multiple of 31; the bias (under 1%) does not matter for a five-minute,
+		// single-use code.
+		sb.WriteByte(pairAlphabet[int(v)%len(pairAlphabet)])
+	}
+	now := c.now()
+	pc := PairingCode{Code: sb.String(), ExpiresAt: now.Add(PairTTL)}
+	pc.Command = "/pair " + pc.Code
+	c.pair.mu.Lock()
+	c.pair.code, c.pair.expires = pc.Code, pc.ExpiresAt
+	c.pair.mu.Unlock()
+	c.log.Info("lark: pairing code minted", "expires", pc.ExpiresAt)
+	return pc, nil
+}
+
+// CancelPairing expires the pending code, if any.
+func (c *Channel) CancelPairing() {
+	c.pair.mu.Lock()
+	c.pair.code, c.pair.expires = "", time.Time{}
+	c.pair.mu.Unlock()
+}
+
+// pairCommand reports whether text is exactly "/pair <code>" and returns the code.
+func pairCommand(text string) (string, bool) {
+	rest, ok := strings.CutPrefix(strings.TrimSpace(text), "/pair ")
+	if !ok {
+		return "", false
+	}
+	return strings.TrimSpace(rest), true
+}
+
+// redeemPairing adds the sender to the allowlist when code is the live one. The check, the
+// store write and consuming the code happen under the pairing lock, so of two senders racing
+// for one code exactly one is added.
+func (c *Channel) redeemPairing(ctx context.Context, b *liveBinding, eventID string, msg message, code string) EventResponse {
+	c.pair.mu.Lock()
+	defer c.pair.mu.Unlock()
+	now := c.now()
+	live := c.pair.code != "" && now.Before(c.pair.expires) &&
+		subtle.ConstantTimeCompare([]byte(code), []byte(c.pair.code)) == 1
+	if !live {
+		// Record the ids anyway so a retry of this event is not judged again.
+		if reason, err := c.admit(ctx, eventID, msg.MessageID, func(*store.Tx) error { return nil }); err == nil && reason != "" {
+			c.met.drop(reason)
+			return okResponse
+		}
+		c.met.drop(reasonPairCode)
+		return okResponse
+	}
+	already := false
+	reason, err := c.admit(ctx, eventID, msg.MessageID, func(tx *store.Tx) error {
+		_, err := colAllow.Get(tx, msg.SenderOpenID)
+		switch {
+		case err == nil:
+			already = true
+			return nil
+		case !errors.Is(err, store.ErrNotFound):
+			return err
+		}
+		owner, err := hasOwner(tx)
+		if err != nil {
+			return err
+		}
+		return colAllow.Put(tx, msg.SenderOpenID, AllowEntry{OpenID: msg.SenderOpenID, Via: "pairing", AddedAt: now, Owner: !owner})
+	})
+	if err != nil {
+		c.log.Error("lark: pairing could not be recorded", "err", err.Error())
+		c.met.drop(reasonStoreConflict)
+		return respond(http.StatusServiceUnavailable, map[string]string{"msg": "retry"})
+	}
+	if reason != "" {
+		c.met.drop(reason)
+		return okResponse
+	}
+	// Single use: consumed by the first sender, whether or not they were already allowed.
+	c.pair.code, c.pair.expires = "", time.Time{}
+	c.met.accepted.WithLabelValues("pairing").Inc()
+	c.log.Info("lark: a sender was paired", "already_allowed", already)
+	text := "Paired: you can now ask me here and in groups by mentioning me."
+	if already {
+		text = "You were already on the allowlist; the code is now used up."
+	}
+	c.goOutbound(func(ctx context.Context) {
+		if _, err := b.api.reply(ctx, msg.MessageID, text, "pair-"+msg.MessageID); err != nil {
+			c.outboundFailed("reply", err)
+		}
+	})
+	return okResponse
+}
+
+// hasOwner reports whether an allowlist entry is marked as the owner.
+func hasOwner(tx *store.Tx) (bool, error) {
+	found := false
+	err := colAllow.Each(tx, "", store.ScanOptions{}, func(_ string, e AllowEntry) error {
+		if e.Owner {
+			found = true
+			return store.ErrStop
+		}
+		return nil
+	})
+	return found, err
+}

@@ -1,0 +1,189 @@
+package lark
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+
+	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/internal/store"
+)
+
+// MinPrefix is the shortest session prefix /bind accepts (the badge's short id).
+const MinPrefix = 6
+
+// SessionRequest registers a host session as a main session, so that /bind and the Q&A group
+// action can refer to it.
+type SessionRequest struct {
+	ID        string `json:"id"`
+	Workspace string `json:"workspace,omitempty"`
+}
+
+// RegisterSession records a host session (idempotent: a known, unarchived id is returned as is,
+// with its workspace filled in if it had none).
+func (c *Channel) RegisterSession(ctx context.Context, req SessionRequest) (Session, error) {
+	if err := checkSessionRequest(req); err != nil {
+		return Session{}, err
+	}
+	var out Session
+	err := c.st.Update(ctx, func(tx *store.Tx) error {
+		var err error
+		out, err = c.ensureSession(tx, req)
+		return err
+	})
+	return out, err
+}
+
+func checkSessionRequest(req SessionRequest) error {
+	if !validSessionID(req.ID) {
+		return errs.New(errs.Invalid, "session id must be 6–128 characters of letters, digits and . _ : -")
+	}
+	if req.Workspace != "" && (!filepath.IsAbs(req.Workspace) || len(req.Workspace) > 4096) {
+		return errs.New(errs.Invalid, "workspace must be an absolute path")
+	}
+	return nil
+}
+
+func (c *Channel) ensureSession(tx *store.Tx, req SessionRequest) (Session, error) {
+	s, err := colSession.Get(tx, req.ID)
+	switch {
+	case err == nil:
+		if s.Archived {
+			return Session{}, errs.New(errs.Conflict, "session %s is archived", shortID(req.ID))
+		}
+		if s.Workspace == "" && req.Workspace != "" {
+			s.Workspace = req.Workspace
+			return s, colSession.Put(tx, s.ID, s)
+		}
+		return s, nil
+	case !errors.Is(err, store.ErrNotFound):
+		return Session{}, err
+	}
+	if isChild, err := colChild.Has(tx, req.ID); err != nil {
+		return Session{}, err
+	} else if isChild {
+		return Session{}, errs.New(errs.Conflict, "%s is a child session and cannot be a main session", shortID(req.ID))
+	}
+	s = Session{ID: req.ID, ShortID: shortID(req.ID), Workspace: req.Workspace, Created: c.now()}
+	return s, colSession.Put(tx, s.ID, s)
+}
+
+// Sessions lists main sessions (archived ones too, flagged).
+func (c *Channel) Sessions(ctx context.Context) ([]Session, error) {
+	out := []Session{}
+	err := c.st.View(ctx, func(tx *store.Tx) error {
+		return colSession.Each(tx, "", store.ScanOptions{}, func(_ string, s Session) error {
+			out = append(out, s)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// ArchiveSession archives a main session and every Locus attached to it (their current and
+// queued Deliveries fail with the reason "session archived").
+func (c *Channel) ArchiveSession(ctx context.Context, id string) (Session, error) {
+	var out Session
+	var loci []string
+	err := c.st.View(ctx, func(tx *store.Tx) error {
+		s, err := colSession.Get(tx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return errs.New(errs.NotFound, "no such session")
+		} else if err != nil {
+			return err
+		}
+		out = s
+		return colLocus.Each(tx, "", store.ScanOptions{}, func(lid string, l Locus) error {
+			if l.MainSessionID == id && l.State == LocusActive {
+				loci = append(loci, lid)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return out, err
+	}
+	for _, lid := range loci {
+		if _, err := c.ArchiveLocus(ctx, lid, "session archived"); err != nil && !errs.Is(err, errs.NotFound) {
+			return out, err
+		}
+	}
+	err = c.st.Update(ctx, func(tx *store.Tx) error {
+		s, err := colSession.Get(tx, id)
+		if err != nil {
+			return err
+		}
+		if !s.Archived {
+			s.Archived, s.ArchivedAt = true, ptime(c.now())
+		}
+		out = s
+		return colSession.Put(tx, id, s)
+	})
+	return out, err
+}
+
+// resolvePrefix finds the one unarchived main session whose id starts with prefix. No match and
+// several matches are the same answer (ok=false), so a caller cannot learn that other sessions
+// exist. Child sessions live in their own collection and never match.
+func resolvePrefix(tx *store.Tx, prefix string) (Session, bool, error) {
+	if len(prefix) < MinPrefix || !validSessionID(prefix) {
+		return Session{}, false, nil
+	}
+	var found []Session
+	err := colSession.Each(tx, prefix, store.ScanOptions{}, func(_ string, s Session) error {
+		if s.Archived {
+			return nil
+		}
+		found = append(found, s)
+		if len(found) > 1 {
+			return store.ErrStop
+		}
+		return nil
+	})
+	if err != nil || len(found) != 1 {
+		return Session{}, false, err
+	}
+	return found[0], true, nil
+}
+
+// chatSession returns the chat's automatic main session, creating it in the default workspace
+// when there is none. Different chats never share one.
+func (c *Channel) chatSession(tx *store.Tx, chatID string) (Session, error) {
+	id, err := colSessionChat.Get(tx, chatID)
+	if err == nil {
+		s, err := colSession.Get(tx, id)
+		if err == nil && !s.Archived {
+			return s, nil
+		}
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return Session{}, err
+		}
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return Session{}, err
+	}
+	if p := c.workspaceProblem(); p != "" {
+		return Session{}, errNoWorkspace
+	}
+	s := Session{ID: newID("s", 20), Workspace: c.cfg.DefaultWorkspace, ChatID: chatID, Auto: true, Created: c.now()}
+	s.ShortID = shortID(s.ID)
+	if err := colSession.Put(tx, s.ID, s); err != nil {
+		return Session{}, err
+	}
+	return s, colSessionChat.Put(tx, chatID, s.ID)
+}
+
+// errNoWorkspace stops a bootstrap that would need an automatic main session.
+var errNoWorkspace = errs.New(errs.Unavailable, "no usable default workspace")
+
+// newChild creates the dedicated child of a Locus under parent.
+func (c *Channel) newChild(tx *store.Tx, parent, locusID, entry string) (Child, error) {
+	ch := Child{ID: newID("c", 12), ParentID: parent, LocusID: locusID, Entry: entry, Created: c.now()}
+	return ch, colChild.Put(tx, ch.ID, ch)
+}
+
+func sessionLabel(s Session) string {
+	if s.Workspace != "" {
+		return s.ShortID + " (" + filepath.Base(s.Workspace) + ")"
+	}
+	return s.ShortID
+}

@@ -1,0 +1,169 @@
+package lark
+
+import (
+	"context"
+	"errors"
+	"os"
+	"time"
+
+	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/internal/store"
+)
+
+// DeliveryView is a Delivery as executors and the settings page see it.
+type DeliveryView struct {
+	ID            string     `json:"id"`
+	LocusID       string     `json:"locusId"`
+	ChildID       string     `json:"childId"`
+	MainSessionID string     `json:"mainSessionId"`
+	Entry         string     `json:"entry"`
+	ChatID        string     `json:"chatId"`
+	ThreadID      string     `json:"threadId,omitempty"`
+	ChatType      string     `json:"chatType"`
+	MessageID     string     `json:"messageId"`
+	SenderOpenID  string     `json:"senderOpenId"`
+	Text          string     `json:"text"`
+	Truncated     bool       `json:"truncated,omitempty"`
+	State         string     `json:"state"`
+	ToolTier      string     `json:"toolTier"`
+	Executor      string     `json:"executor"`
+	ReceivedAt    time.Time  `json:"receivedAt"`
+	AcceptedAt    *time.Time `json:"acceptedAt,omitempty"`
+	Deadline      *time.Time `json:"deadline,omitempty"`
+	SettledAt     *time.Time `json:"settledAt,omitempty"`
+	// ImageCount is how many images the message had.
+	ImageCount int `json:"imageCount"`
+	// Images are the images available to the executor (current Deliveries only).
+	Images []ImageView `json:"images"`
+	// ImagesUnavailable says why some or all images are missing.
+	ImagesUnavailable string `json:"imagesUnavailable,omitempty"`
+	Replied           bool   `json:"replied,omitempty"`
+	NoReplyReason     string `json:"noReplyReason,omitempty"`
+	FailReason        string `json:"failReason,omitempty"`
+}
+
+// ImageView is one spooled image of the current Delivery. Path is in the private spool (for an
+// executor on the same machine); the image route serves the same bytes.
+type ImageView struct {
+	Index     int    `json:"index"`
+	MediaType string `json:"mediaType"`
+	Size      int64  `json:"size"`
+	Path      string `json:"path"`
+}
+
+func (c *Channel) view(d Delivery, l Locus) DeliveryView {
+	v := DeliveryView{
+		ID: d.ID, LocusID: l.ID, ChildID: l.ChildID, MainSessionID: l.MainSessionID, Entry: l.Entry,
+		ChatID: d.ChatID, ThreadID: d.ThreadID, ChatType: l.ChatType, MessageID: d.MessageID,
+		SenderOpenID: d.SenderOpenID, Text: d.Text, Truncated: d.Truncated, State: d.State,
+		ToolTier: l.ToolTier, Executor: l.Executor, ReceivedAt: d.ReceivedAt, AcceptedAt: d.AcceptedAt,
+		Deadline: d.Deadline, SettledAt: d.SettledAt, ImageCount: len(d.Images), Images: []ImageView{},
+		Replied: d.Replied, NoReplyReason: d.NoReplyReason, FailReason: d.FailReason,
+	}
+	if d.State == DeliveryCurrent && len(d.Images) > 0 {
+		files, note := c.spool.get(d.ID)
+		for _, f := range files {
+			v.Images = append(v.Images, ImageView{Index: f.Index, MediaType: f.MediaType, Size: f.Size, Path: f.Path})
+		}
+		v.ImagesUnavailable = note
+	}
+	return v
+}
+
+func (c *Channel) viewOf(ctx context.Context, d Delivery) (DeliveryView, error) {
+	var l Locus
+	err := c.st.View(ctx, func(tx *store.Tx) error {
+		var err error
+		l, err = colLocus.Get(tx, d.LocusID)
+		return err
+	})
+	if err != nil {
+		return DeliveryView{}, err
+	}
+	return c.view(d, l), nil
+}
+
+// childLocus returns the active Locus served by childID.
+func childLocus(tx *store.Tx, childID string) (Locus, error) {
+	ch, err := colChild.Get(tx, childID)
+	if errors.Is(err, store.ErrNotFound) {
+		return Locus{}, errs.New(errs.NotFound, "no such child session")
+	} else if err != nil {
+		return Locus{}, err
+	}
+	if ch.Archived {
+		return Locus{}, errs.New(errs.Conflict, "the child session is archived")
+	}
+	l, err := colLocus.Get(tx, ch.LocusID)
+	if errors.Is(err, store.ErrNotFound) {
+		return Locus{}, errs.New(errs.NotFound, "no such locus")
+	}
+	return l, err
+}
+
+// Current returns the current Delivery of childID's Locus (what an external executor pulls).
+// It waits for the Delivery's activation (working reaction, images) to finish first.
+func (c *Channel) Current(ctx context.Context, childID string) (DeliveryView, error) {
+	var l Locus
+	err := c.st.View(ctx, func(tx *store.Tx) error {
+		var err error
+		l, err = childLocus(tx, childID)
+		return err
+	})
+	if err != nil {
+		return DeliveryView{}, err
+	}
+	if l.Current == "" {
+		return DeliveryView{}, errs.New(errs.NotFound, "no current delivery")
+	}
+	if unlock, err := c.sideLock(ctx, l.ID); err == nil {
+		unlock()
+	} else {
+		return DeliveryView{}, err
+	}
+	var d Delivery
+	err = c.st.View(ctx, func(tx *store.Tx) error {
+		var err error
+		d, l, err = currentIn(tx, l.Current)
+		return err
+	})
+	if err != nil {
+		if errs.Is(err, errs.Conflict) || errs.Is(err, errs.Invalid) {
+			return DeliveryView{}, errs.New(errs.NotFound, "no current delivery")
+		}
+		return DeliveryView{}, err
+	}
+	return c.view(d, l), nil
+}
+
+// Image returns the bytes and media type of image index (1-based) of the current Delivery of
+// childID's Locus.
+func (c *Channel) Image(ctx context.Context, childID, deliveryID string, index int) ([]byte, string, error) {
+	err := c.st.View(ctx, func(tx *store.Tx) error {
+		l, err := childLocus(tx, childID)
+		if err != nil {
+			return err
+		}
+		if l.Current != deliveryID {
+			return errs.New(errs.NotFound, "the delivery is not current")
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	files, note := c.spool.get(deliveryID)
+	for _, f := range files {
+		if f.Index == index {
+			data, err := os.ReadFile(f.Path)
+			if err != nil {
+				return nil, "", errs.Wrap(errs.NotFound, err, "the image is no longer in the spool")
+			}
+			return data, f.MediaType, nil
+		}
+	}
+	if note != "" {
+		return nil, "", errs.New(errs.NotFound, "image %d is unavailable: %s", index, note)
+	}
+	return nil, "", errs.New(errs.NotFound, "no image %d", index)
+}

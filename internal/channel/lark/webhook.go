@@ -1,0 +1,271 @@
+package lark
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	larkevent "github.com/larksuite/oapi-sdk-go/v3/event"
+	larkim "github.com/larksuite/oapi-sdk-go/v3/service/im/v1"
+
+	"github.com/pixie-dev/pixie/internal/store"
+)
+
+// Header names of Lark's signed callbacks.
+const (
+	HeaderTimestamp = "X-Lark-Request-Timestamp"
+	HeaderNonce     = "X-Lark-Request-Nonce"
+	HeaderSignature = "X-Lark-Signature"
+)
+
+// eventReceive is the only event type the channel consumes.
+const eventReceive = "im.message.receive_v1"
+
+// MaxEventBytes caps a webhook body.
+const MaxEventBytes = 1 << 20
+
+// EventResponse is what the webhook answers: a status and a JSON body.
+type EventResponse struct {
+	Status int
+	Body   []byte
+}
+
+func respond(status int, v any) EventResponse {
+	b, _ := json.Marshal(v)
+	return EventResponse{Status: status, Body: b}
+}
+
+// okResponse is the answer to every event taken or dropped after authentication: Lark must not
+// retry it, and a dropped event must look exactly like a taken one.
+var okResponse = respond(http.StatusOK, map[string]string{"msg": "success"})
+
+// refused answers an event that failed authentication. Nothing else happens.
+func refused() EventResponse {
+	return respond(http.StatusUnauthorized, map[string]string{"msg": "refused"})
+}
+
+// envelope is the decrypted body: a URL verification or a schema 2.0 event.
+type envelope struct {
+	Encrypt   string                 `json:"encrypt"`
+	Type      string                 `json:"type"`
+	Token     string                 `json:"token"`
+	Challenge string                 `json:"challenge"`
+	Schema    string                 `json:"schema"`
+	Header    *larkevent.EventHeader `json:"header"`
+	Event     json.RawMessage        `json:"event"`
+}
+
+// HandleEvent is the event webhook (POST /v1/channel/lark/events). It authenticates the
+// request (decryption, signature, verification token, app id, timestamp window), answers URL
+// verification, applies the admission rules that need no state, and then, in one store
+// transaction, records the event and message ids (with an expiry) and queues the event for the
+// worker. It answers only after that commit, and does no other work before answering.
+//
+// Anything refused is counted under its reason and nothing else happens. A request that fails
+// authentication gets 401; an authenticated event that is not admitted gets the same 200 as an
+// admitted one.
+func (c *Channel) HandleEvent(ctx context.Context, header http.Header, body []byte) EventResponse {
+	b, _ := c.available()
+	if b == nil {
+		c.met.drop(reasonUnavailable)
+		return respond(http.StatusServiceUnavailable, map[string]string{"msg": "unavailable"})
+	}
+	if len(body) > MaxEventBytes {
+		c.met.drop(reasonBadRequest)
+		return refused()
+	}
+	var outer envelope
+	if err := json.Unmarshal(body, &outer); err != nil {
+		c.met.drop(reasonBadRequest)
+		return refused()
+	}
+	plain := body
+	if b.encryptKey != "" {
+		if outer.Encrypt == "" {
+			c.met.drop(reasonPlaintext)
+			return refused()
+		}
+		dec, err := larkevent.EventDecrypt(outer.Encrypt, b.encryptKey)
+		if err != nil {
+			c.met.drop(reasonDecrypt)
+			return refused()
+		}
+		plain = dec
+	} else if outer.Encrypt != "" {
+		// Lark encrypts only when an encrypt key is set: this app has one Pixie does not know.
+		c.met.drop(reasonDecrypt)
+		return refused()
+	}
+	var env envelope
+	if err := json.Unmarshal(plain, &env); err != nil {
+		c.met.drop(reasonDecrypt)
+		return refused()
+	}
+	if env.Type == "url_verification" {
+		if !equalSecret(env.Token, b.token) {
+			c.met.drop(reasonToken)
+			return refused()
+		}
+		c.met.accepted.WithLabelValues("challenge").Inc()
+		return respond(http.StatusOK, map[string]string{"challenge": env.Challenge})
+	}
+	if env.Schema != "2.0" || env.Header == nil {
+		c.met.drop(reasonBadRequest)
+		return refused()
+	}
+	h := env.Header
+	// The token first: it is the one check every event carries.
+	if !equalSecret(h.Token, b.token) {
+		c.met.drop(reasonToken)
+		return refused()
+	}
+	if b.encryptKey != "" {
+		if !validSignature(header, body, b.encryptKey) {
+			c.met.drop(reasonSignature)
+			return refused()
+		}
+	}
+	if !equalSecret(h.AppID, b.appID) {
+		c.met.drop(reasonApp)
+		return refused()
+	}
+	if !c.fresh(header, h) {
+		c.met.drop(reasonStale)
+		return refused()
+	}
+	if !validID(strings.ReplaceAll(h.EventID, "-", "")) {
+		c.met.drop(reasonBadRequest)
+		return refused()
+	}
+	if h.EventType != eventReceive {
+		c.met.drop(reasonEventType)
+		return okResponse
+	}
+	var data larkim.P2MessageReceiveV1Data
+	if err := json.Unmarshal(env.Event, &data); err != nil {
+		c.met.drop(reasonMalformed)
+		return okResponse
+	}
+	msg, reason := parseMessage(&data, b.botOpenID, c.cfg.MaxTextChars, c.cfg.MaxImages)
+	if reason != "" {
+		c.met.drop(reason)
+		return okResponse
+	}
+	if msg.CreatedAt.Before(c.watermark()) {
+		c.met.drop(reasonWatermark)
+		return okResponse
+	}
+	// Pairing: an exact "/pair xxxx-xxxx" in a direct chat, with or without a mention.
+	if msg.ChatType == chatP2P && msg.MessageType == "text" {
+		if code, ok := pairCommand(msg.Text); ok {
+			return c.redeemPairing(ctx, b, h.EventID, msg, code)
+		}
+	}
+	if !msg.MentionsBot {
+		c.met.drop(reasonNotMentioned)
+		return okResponse
+	}
+	in := inbound{ID: store.SortableTime(c.now()) + "-" + newID("", 6), EventID: h.EventID, ReceivedAt: c.now(), Msg: msg}
+	reason, err := c.admit(ctx, h.EventID, msg.MessageID, func(tx *store.Tx) error {
+		return colInbound.Put(tx, in.ID, in)
+	})
+	if err != nil {
+		// Not recorded: Lark retries, and the retry is judged afresh.
+		c.log.Error("lark: could not record an event", "err", err.Error())
+		c.met.drop(reasonStoreConflict)
+		return respond(http.StatusServiceUnavailable, map[string]string{"msg": "retry"})
+	}
+	if reason != "" {
+		c.met.drop(reason)
+		return okResponse
+	}
+	c.kick()
+	return okResponse
+}
+
+// errDuplicate carries a de-duplication refusal out of the store transaction.
+type errDuplicate struct{ reason string }
+
+func (e errDuplicate) Error() string { return e.reason }
+
+// admit records the event and message ids (refusing either if seen) and runs then in the same
+// transaction. A duplicate is reported as a reason, not an error.
+func (c *Channel) admit(ctx context.Context, eventID, messageID string, then func(tx *store.Tx) error) (string, error) {
+	now := c.now().UnixMilli()
+	err := c.st.Update(ctx, func(tx *store.Tx) error {
+		if ok, err := colDedup.Has(tx, "e/"+eventID); err != nil {
+			return err
+		} else if ok {
+			return errDuplicate{reasonDupEvent}
+		}
+		if ok, err := colDedup.Has(tx, "m/"+messageID); err != nil {
+			return err
+		} else if ok {
+			return errDuplicate{reasonDupMessage}
+		}
+		if err := colDedup.PutTTL(tx, "e/"+eventID, now, c.cfg.DedupTTL); err != nil {
+			return err
+		}
+		if err := colDedup.PutTTL(tx, "m/"+messageID, now, c.cfg.DedupTTL); err != nil {
+			return err
+		}
+		return then(tx)
+	})
+	var dup errDuplicate
+	if errors.As(err, &dup) {
+		return dup.reason, nil
+	}
+	return "", err
+}
+
+// fresh applies the replay window: to the signed request timestamp when there is one, else to
+// the event's creation time.
+func (c *Channel) fresh(header http.Header, h *larkevent.EventHeader) bool {
+	now := c.now()
+	var at time.Time
+	if ts := header.Get(HeaderTimestamp); ts != "" {
+		sec, err := strconv.ParseInt(ts, 10, 64)
+		if err != nil {
+			return false
+		}
+		at = time.Unix(sec, 0)
+	} else {
+		ms, err := strconv.ParseInt(h.CreateTime, 10, 64)
+		if err != nil {
+			return false
+		}
+		at = time.UnixMilli(ms)
+	}
+	d := now.Sub(at)
+	if d < 0 {
+		d = -d
+	}
+	return d <= c.cfg.ReplayWindow
+}
+
+// validSignature checks X-Lark-Signature = hex(sha256(timestamp + nonce + encrypt key + body))
+// in constant time.
+func validSignature(header http.Header, body []byte, encryptKey string) bool {
+	ts, nonce, sig := header.Get(HeaderTimestamp), header.Get(HeaderNonce), header.Get(HeaderSignature)
+	if ts == "" || nonce == "" || sig == "" {
+		return false
+	}
+	want := larkevent.Signature(ts, nonce, encryptKey, string(body))
+	got, err := hex.DecodeString(strings.ToLower(sig))
+	if err != nil {
+		return false
+	}
+	w, _ := hex.DecodeString(want)
+	return subtle.ConstantTimeCompare(got, w) == 1
+}
+
+// equalSecret compares in constant time; empty never matches.
+func equalSecret(a, b string) bool {
+	return a != "" && b != "" && subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
+}
