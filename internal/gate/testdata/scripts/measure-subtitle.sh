@@ -1,0 +1,1 @@
+printf '{"verdict":"stop","reason":"The form has no title line."}'; exit 11
