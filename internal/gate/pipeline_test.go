@@ -359,3 +359,33 @@ func TestEvalRequestValidation(t *testing.T) {
 		t.Error("an oversized target was accepted")
 	}
 }
+
+func TestTry(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	ctx := context.Background()
+	e.llm.setReply(answer(`{"verdict":"stop","reason":"risky"}`))
+	g := gateAt("draft", "turn-end", "Verify {{target}}.")
+	for i := 0; i < 3; i++ { // the redo limit is not counted in trials
+		res, err := e.svc.Try(ctx, TryRequest{Gate: g, Sample: Sample{Target: "done"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Action != ActionSteered || res.RunID != "" || res.Output.Reason != "risky" || res.ModelAnswer == "" {
+			t.Errorf("try %d: %+v", i, res)
+		}
+	}
+	if page, _ := e.svc.Records(ctx, "trial", "", 0); len(page.Records) != 0 {
+		t.Errorf("trials were recorded: %+v", page)
+	}
+	if !strings.Contains(e.llm.Calls()[0].User, "Verify done.") {
+		t.Errorf("task not rendered: %s", e.llm.Calls()[0].User)
+	}
+	_, err := e.svc.Try(ctx, TryRequest{Gate: gateAt("d", "tool-before", "x"), Sample: Sample{Target: "{}"}})
+	if ps := problemsOf(t, err); len(ps) != 1 || ps[0].Field != "sample.tool.name" {
+		t.Errorf("sample problems: %+v", ps)
+	}
+	_, err = e.svc.Try(ctx, TryRequest{Gate: gateAt("d", "user-message", ""), Sample: Sample{Target: "x"}})
+	if ps := problemsOf(t, err); ps[len(ps)-1].Field != "gate.task" {
+		t.Errorf("draft problems: %+v", ps)
+	}
+}

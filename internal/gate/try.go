@@ -2,6 +2,7 @@ package gate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -59,7 +60,7 @@ func (s *Service) Try(ctx context.Context, tr TryRequest) (TryResult, error) {
 		Tool: tr.Sample.Tool, Target: tr.Sample.Target, Structured: tr.Sample.Structured,
 	}
 	if err := req.validate(); err != nil {
-		return TryResult{}, err
+		return TryResult{}, sampleErr(err)
 	}
 	st := s.execute(ctx, g, req, true)
 	res, err := s.finish(ctx, st)
@@ -67,4 +68,21 @@ func (s *Service) Try(ctx context.Context, tr TryRequest) (TryResult, error) {
 		return TryResult{}, err
 	}
 	return TryResult{Result: res, Output: st.out, ModelAnswer: st.modelText, ScriptNotRun: g.Rule != nil}, nil
+}
+
+// sampleErr points a sample's validation problems at the sample's fields.
+func sampleErr(err error) error {
+	var ce *errs.Error
+	if !errors.As(err, &ce) {
+		return err
+	}
+	ps, ok := ce.Details.([]Problem)
+	if !ok {
+		return err
+	}
+	out := make([]Problem, len(ps))
+	for i, p := range ps {
+		out[i] = Problem{Field: "sample." + p.Field, Message: p.Message}
+	}
+	return errs.New(ce.Code, "the sample cannot be tried: %s: %s", out[0].Field, out[0].Message).WithDetails(out)
 }

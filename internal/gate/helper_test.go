@@ -1,0 +1,116 @@
+package gate
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pixie-dev/pixie/internal/abi"
+	"github.com/pixie-dev/pixie/internal/errs"
+)
+
+// TestHelperBudget drives a run's helper directly, as WASM host functions do
+// (runtime.Helper), and through the token routes' entry points.
+func TestHelperBudget(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.llm.setReply(answer("hello"))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	h := e.svc.runs.start(ctx, e.svc, "run_x", "g", "THE TARGET")
+
+	// The target is substituted when no input is given.
+	resp, err := h.Ask(ctx, abi.AskRequest{Instruction: "Translate.", UseTarget: true})
+	if err != nil || resp.Text != "hello" {
+		t.Fatalf("ask: %+v %v", resp, err)
+	}
+	if c := e.llm.Calls(); !strings.Contains(c[0].User, "THE TARGET") || !strings.Contains(c[0].User, "Translate.") {
+		t.Errorf("ask request: %+v", c[0])
+	}
+	// Refused requests do not count: an empty instruction, an oversized body, bad JSON.
+	if _, err := h.Ask(ctx, abi.AskRequest{}); !errs.Is(err, errs.Invalid) {
+		t.Errorf("empty instruction: %v", err)
+	}
+	if _, err := e.svc.HelperAsk(ctx, h.token, []byte(strings.Repeat(" ", abi.MaxHelperRequestSize+1))); !errs.Is(err, errs.TooLarge) {
+		t.Errorf("oversized: %v", err)
+	}
+	if _, err := e.svc.HelperAsk(ctx, h.token, []byte(`{"instruction":"x","extra":1}`)); !errs.Is(err, errs.Invalid) {
+		t.Errorf("unknown field: %v", err)
+	}
+	// No decision engine: 503, and it counts (it was admitted).
+	if _, err := e.svc.HelperJudge(ctx, h.token, []byte(`{"state":"s","questions":{"q":{"type":"noul","instructions":"?","criteria":{}}}}`)); !errs.Is(err, errs.Unavailable) {
+		t.Errorf("judge without engine: %v", err)
+	}
+	for i := 3; i <= abi.MaxHelperCalls; i++ {
+		if _, err := e.svc.HelperAsk(ctx, h.token, []byte(`{"instruction":"x"}`)); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	if _, err := h.Ask(ctx, abi.AskRequest{Instruction: "x"}); !errs.Is(err, errs.RateLimited) {
+		t.Errorf("call 21: %v", err)
+	}
+	if _, err := e.svc.HelperAsk(ctx, "pxr_"+strings.Repeat("A", 43), []byte(`{"instruction":"x"}`)); !errs.Is(err, errs.Unauthorized) {
+		t.Errorf("unknown token: %v", err)
+	}
+	calls, usage, _ := h.collect()
+	if len(calls) != abi.MaxHelperCalls || calls[1].Type != "judge" || calls[1].Error == "" || usage.InputTokens != 19*10 {
+		t.Errorf("collected %d calls, usage %+v", len(calls), usage)
+	}
+	if _, err := e.svc.HelperAsk(ctx, h.token, []byte(`{"instruction":"x"}`)); !errs.Is(err, errs.Unauthorized) {
+		t.Errorf("after the run: %v", err)
+	}
+	if _, err := h.Ask(ctx, abi.AskRequest{Instruction: "x"}); !errs.Is(err, errs.Unauthorized) {
+		t.Errorf("direct call after the run: %v", err)
+	}
+}
+
+func TestHelperDeadlineAndModelErrors(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	slow := make(chan struct{})
+	defer close(slow)
+	e.llm.setReply(func(chatCall) (int, string) { <-slow; return http.StatusOK, "late" })
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	h := e.svc.runs.start(ctx, e.svc, "run_y", "g", "")
+	if _, err := h.Ask(context.Background(), abi.AskRequest{Instruction: "x"}); !errs.Is(err, errs.Timeout) {
+		t.Errorf("past the run's deadline: %v", err)
+	}
+	h.end()
+
+	e.llm.setReply(func(chatCall) (int, string) { return http.StatusInternalServerError, "" })
+	h = e.svc.runs.start(context.Background(), e.svc, "run_z", "g", "")
+	if _, err := h.Ask(context.Background(), abi.AskRequest{Instruction: "x"}); !errs.Is(err, errs.Upstream) {
+		t.Errorf("model 500: %v", err)
+	}
+	h.end()
+
+	none := newEnv(t, envOptions{noModel: true})
+	h = none.svc.runs.start(context.Background(), none.svc, "run_n", "g", "")
+	if _, err := h.Ask(context.Background(), abi.AskRequest{Instruction: "x"}); !errs.Is(err, errs.Unavailable) {
+		t.Errorf("no model: %v", err)
+	}
+	h.end()
+}
+
+func TestHelperTokens(t *testing.T) {
+	r := newTokenRegistry()
+	seen := map[string]bool{}
+	for i := 0; i < 100; i++ {
+		h := r.start(context.Background(), nil, "run", "g", "")
+		if seen[h.token] || len(h.token) != 4+43 {
+			t.Fatalf("token %q repeated or malformed", h.token)
+		}
+		seen[h.token] = true
+		if r.lookup(h.token) != h || r.lookup(h.token+"x") != nil || r.lookup(h.token[:len(h.token)-1]) != nil {
+			t.Fatal("lookup")
+		}
+		h.end()
+		if r.lookup(h.token) != nil {
+			t.Fatal("a revoked token still resolves")
+		}
+	}
+	if r.lookup("") != nil {
+		t.Error("empty token")
+	}
+}
