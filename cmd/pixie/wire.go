@@ -53,10 +53,16 @@ func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *stor
 		return nil, fmt.Errorf("hints: %w", err)
 	}
 	a.closers = append(a.closers, func() { hints.Close() })
+	petSvc, petClose, err := newPet(ctx, cfg, log, st, rules, pixieModel)
+	if err != nil {
+		return nil, fmt.Errorf("pet: %w", err)
+	}
+	a.closers = append(a.closers, petClose)
 	deps := server.Deps{
 		Store: st,
 		Info:  func(context.Context) map[string]any { return info },
 		Hints: hints,
+		Pet:   petSvc,
 	}
 	a.srv = server.New(server.Config{
 		Addr:         cfg.Addr,

@@ -365,10 +365,14 @@ func (s *Service) runProgram(ctx context.Context, sc *scan, pc PetContext, vars 
 			return outcome{err: errs.New(errs.Unprocessable, "the snapshot's cwd %s is not a directory on this machine", cwd)}
 		}
 	} else {
-		if err := os.MkdirAll(s.cfg.Workspace, 0o700); err != nil {
-			return outcome{err: errs.Wrap(errs.Unavailable, err, "cannot create the Pet workspace: %s", errText(err))}
+		// No source directory: the program starts in an empty private directory of its own (not
+		// the Pet workspace, which lies in Pixie's home, hidden from sandboxed scripts).
+		dir, err := os.MkdirTemp("", "pixie-pet-run-")
+		if err != nil {
+			return outcome{err: errs.Wrap(errs.Unavailable, err, "cannot create a run directory: %s", errText(err))}
 		}
-		cwd = s.cfg.Workspace
+		defer os.RemoveAll(dir)
+		cwd = dir
 	}
 	req := runtime.Request{Target: string(raw), Vars: vars, Cwd: cwd, Policy: s.cfg.ScriptPolicy, Timeout: s.cfg.RunTimeout}
 	var helper *petHelper

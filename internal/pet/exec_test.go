@@ -142,11 +142,17 @@ func TestExecutorsEndToEnd(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(cwd, "written")); err == nil {
 			t.Error("a read-only Skill wrote into the source cwd")
 		}
-		// Without a workspace, only global values apply; without a cwd, the script runs in the
-		// Pet workspace.
+		// Without a workspace, only global values apply; without a cwd, the script runs in an
+		// empty private directory, removed afterwards.
 		ind := invoke(t, "tidy", snapshot("independent"))
-		if out := ind.Latest().Output; !strings.Contains(out, "greeting=[$DSH_PET_GREETING]") || !strings.Contains(out, "cwd="+e.ws) || !strings.Contains(out, "history=none") {
+		out := ind.Latest().Output
+		if !strings.Contains(out, "greeting=[$DSH_PET_GREETING]") || !strings.Contains(out, "history=none") || !strings.Contains(out, "/pixie-pet-run-") {
 			t.Errorf("independent output %q", out)
+		}
+		_, rest, _ := strings.Cut(out, "cwd=")
+		runDir, _, _ := strings.Cut(rest, "\n")
+		if _, err := os.Stat(runDir); !os.IsNotExist(err) {
+			t.Errorf("the run directory %q is left behind: %v", runDir, err)
 		}
 	})
 

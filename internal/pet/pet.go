@@ -80,8 +80,8 @@ type Config struct {
 	// Home is Pixie's home directory, used only to place the default Workspace; empty means
 	// $PIXIE_HOME, else ~/.pixie.
 	Home string
-	// Workspace is the Pet workspace (absolute); empty means <Home>/pet/workspace. Skills are
-	// projected into <Workspace>/.pixie/skills, and scripts run there when the snapshot has no cwd.
+	// Workspace is the Pet workspace (absolute); empty means <Home>/pet/workspace. Enabled Skills
+	// are projected into <Workspace>/.pixie/skills.
 	Workspace string
 	// MaxSkillFiles caps the files of one Skill (directories are capped at the same number);
 	// zero means 200.
