@@ -1,0 +1,174 @@
+package wasm
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pixie-dev/pixie/internal/abi"
+	"github.com/pixie-dev/pixie/internal/testutil"
+	"github.com/pixie-dev/pixie/runtime"
+)
+
+// reportLatency reports p50 and p99 of the samples in microseconds.
+func reportLatency(b *testing.B, samples []time.Duration) {
+	if len(samples) == 0 {
+		return
+	}
+	slices.Sort(samples)
+	q := func(p float64) float64 {
+		return float64(samples[int(p*float64(len(samples)-1))].Nanoseconds()) / 1e3
+	}
+	b.ReportMetric(q(0.50), "p50-µs")
+	b.ReportMetric(q(0.99), "p99-µs")
+}
+
+var riskyTarget = `{"command":"rm -rf ~/","description":"clean up"}`
+
+// BenchmarkRunBlockRisky runs the block-risky-commands guest concluding without the model,
+// through the executor with a warm pool: between runs (timer stopped) the pool is refilled,
+// as it is between an agent's tool calls.
+func BenchmarkRunBlockRisky(b *testing.B) {
+	e := env(b)
+	e.push(b, "block-risky-commands", "block-risky-commands")
+	ctx := context.Background()
+	req := runtime.Request{Kind: runtime.KindModule, Ref: "block-risky-commands", Target: riskyTarget,
+		Vars: map[string]string{abi.VarPoint: abi.PointToolBefore, abi.VarToolName: "Bash"}}
+	samples := make([]time.Duration, 0, b.N)
+	for b.Loop() {
+		b.StopTimer()
+		if err := e.x.Warm(ctx, req.Ref); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		t0 := time.Now()
+		res, err := e.x.Run(ctx, req)
+		samples = append(samples, time.Since(t0))
+		if err != nil || res.ExitCode != abi.ExitConclude {
+			b.Fatalf("%+v %v", res, err)
+		}
+	}
+	reportLatency(b, samples)
+}
+
+// BenchmarkRunBlockRiskyBash runs the bash twin on the same input (a plain bash process, no
+// sandbox), for comparison at the engine level; the gate benchmark compares over HTTP.
+func BenchmarkRunBlockRiskyBash(b *testing.B) {
+	script := filepath.Join(testutil.Root(), "guests", "block-risky-commands", "block-risky-commands.sh")
+	samples := make([]time.Duration, 0, b.N)
+	for b.Loop() {
+		t0 := time.Now()
+		cmd := exec.Command("bash", script)
+		cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "PIXIE_TOOL_NAME=Bash", "PIXIE_POINT=tool-before"}
+		cmd.Stdin = strings.NewReader(riskyTarget)
+		err := cmd.Run()
+		samples = append(samples, time.Since(t0))
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != abi.ExitConclude {
+			b.Fatalf("bash: %v", err)
+		}
+	}
+	reportLatency(b, samples)
+}
+
+// BenchmarkColdStart measures a module's first run in a fresh executor: compile (or load from
+// the disk cache), instantiate, initialise, run.
+func BenchmarkColdStart(b *testing.B) {
+	wasm := testutil.Guest(b, "block-risky-commands")
+	ctx := context.Background()
+	warmCache := b.TempDir()
+	prime, err := New(ctx, Config{CacheDir: warmCache, PoolSize: -1}, memSource{wasm})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := prime.Run(ctx, runtime.Request{Kind: runtime.KindModule, Ref: "m"}); err != nil {
+		b.Fatal(err)
+	}
+	prime.Close(ctx)
+	for _, tc := range []struct {
+		name  string
+		cache func() string
+	}{
+		{"no-disk-cache", func() string { return "" }},
+		{"disk-cache", func() string { return warmCache }},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			for b.Loop() {
+				x, err := New(ctx, Config{CacheDir: tc.cache(), PoolSize: -1}, memSource{wasm})
+				if err != nil {
+					b.Fatal(err)
+				}
+				res, err := x.Run(ctx, runtime.Request{Kind: runtime.KindModule, Ref: "m", Target: riskyTarget,
+					Vars: map[string]string{abi.VarToolName: "Bash"}})
+				if err != nil || res.ExitCode != abi.ExitConclude {
+					b.Fatalf("%+v %v", res, err)
+				}
+				b.StopTimer()
+				x.Close(ctx)
+				b.StartTimer()
+			}
+		})
+	}
+}
+
+// memSource serves one module body under any name.
+type memSource struct{ wasm []byte }
+
+func (s memSource) Resolve(context.Context, string) (string, error) {
+	return "00000000000000000000000000000000000000000000000000000000000000aa", nil
+}
+func (s memSource) Load(context.Context, string) ([]byte, error) { return s.wasm, nil }
+
+// BenchmarkMemory10Modules loads 10 modules with warm pools (the defaults) into one executor
+// and reports the process's resident set size.
+func BenchmarkMemory10Modules(b *testing.B) {
+	ctx := context.Background()
+	dir := b.TempDir()
+	e, err := newEnv(ctx, dir, Config{CacheDir: env(b).dir + "/cache"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.close()
+	guests := []string{"only-search-tools", "measure-subtitle", "translate-check", "claim-check", "list-changed-files",
+		"block-risky-commands", "testdata/echo", "testdata/fault-calls", "testdata/fault-output", "testdata/fs-probe"}
+	for _, g := range guests {
+		e.push(b, g, strings.ReplaceAll(strings.TrimPrefix(g, "testdata/"), "/", "-"))
+	}
+	for b.Loop() {
+		for _, g := range guests {
+			if err := e.x.Warm(ctx, strings.TrimPrefix(g, "testdata/")); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	debug.FreeOSMemory()
+	b.ReportMetric(float64(len(e.x.mods)), "modules")
+	b.ReportMetric(rssMiB(b), "rss-MiB")
+}
+
+func rssMiB(b *testing.B) float64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		b.Skip("no /proc/self/status")
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			return float64(kb) / 1024
+		}
+	}
+	b.Fatal("no VmRSS")
+	return 0
+}

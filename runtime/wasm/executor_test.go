@@ -1,0 +1,319 @@
+package wasm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pixie-dev/pixie/internal/abi"
+	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/runtime"
+)
+
+type echoOut struct {
+	Target string
+	Vars   map[string]string
+	Pet    string
+	Runs   int
+}
+
+func echoRun(t *testing.T, e *testEnv, req runtime.Request) (echoOut, runtime.Result) {
+	t.Helper()
+	e.push(t, "testdata/echo", "echo")
+	req.Ref = "echo"
+	res, err := e.run(t, req)
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	var out echoOut
+	if err := json.Unmarshal([]byte(res.Stdout), &out); err != nil {
+		t.Fatalf("echo output %q: %v", res.Stdout, err)
+	}
+	return out, res
+}
+
+func TestContract(t *testing.T) {
+	e := env(t)
+	vars := map[string]string{
+		abi.VarPoint: abi.PointToolBefore, abi.VarToolName: "Bash", abi.VarToolArgs: `{"command":"ls"}`,
+		abi.VarAgent: "root", abi.VarSessionID: "s-1", abi.VarTurn: "3", abi.VarGateName: "g",
+	}
+	out, res := echoRun(t, e, runtime.Request{Target: "héllo\n", Vars: vars, PetContext: []byte(`{"k":1}`)})
+	if out.Target != "héllo\n" || out.Pet != `{"k":1}` || out.Runs != 1 || res.ExitCode != 0 || res.Duration <= 0 {
+		t.Fatalf("%+v %+v", out, res)
+	}
+	if len(out.Vars) != len(vars) {
+		t.Fatalf("vars %v", out.Vars)
+	}
+	for k, v := range vars {
+		if out.Vars[k] != v {
+			t.Fatalf("%s = %q, want %q", k, out.Vars[k], v)
+		}
+	}
+	for _, code := range []int{0, 10, 11, 1, 2, 77} {
+		_, res := echoRun(t, e, runtime.Request{Vars: map[string]string{"EXIT": strconv.Itoa(code)}})
+		if res.ExitCode != code {
+			t.Fatalf("exit %d, want %d", res.ExitCode, code)
+		}
+	}
+	t.Run("a kind other than module", func(t *testing.T) {
+		if _, err := e.x.Run(context.Background(), runtime.Request{Kind: runtime.KindScript, Ref: "echo"}); !errors.Is(err, runtime.ErrUnsupported) {
+			t.Fatal(err)
+		}
+	})
+	t.Run("an unknown module", func(t *testing.T) {
+		if _, err := e.run(t, runtime.Request{Ref: "no-such-module"}); !errors.Is(err, runtime.ErrNotFound) {
+			t.Fatal(err)
+		}
+	})
+	t.Run("by sha256", func(t *testing.T) {
+		m, err := e.reg.Get(context.Background(), "echo")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.run(t, runtime.Request{Ref: m.SHA256}); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestNoStateLeaksBetweenRuns(t *testing.T) {
+	e := env(t)
+	for i := range 5 {
+		out, _ := echoRun(t, e, runtime.Request{Target: strconv.Itoa(i)})
+		if out.Runs != 1 || out.Target != strconv.Itoa(i) {
+			t.Fatalf("run %d saw %+v: an instance was reused", i, out)
+		}
+	}
+}
+
+func TestPool(t *testing.T) {
+	ctx := context.Background()
+	e := env(t)
+	e.push(t, "testdata/echo", "echo")
+	if err := e.x.Warm(ctx, "echo"); err != nil {
+		t.Fatal(err)
+	}
+	m := e.module(t, "echo")
+	if len(m.pool) != DefaultPoolSize {
+		t.Fatalf("pool holds %d", len(m.pool))
+	}
+	echoRun(t, e, runtime.Request{})
+	// The used instance is closed, never returned; the refill brings the pool back.
+	if err := e.x.Warm(ctx, "echo"); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[*instance]bool{}
+	for range DefaultPoolSize {
+		inst := <-m.pool
+		seen[inst] = true
+		defer func() { m.pool <- inst }()
+	}
+	if len(seen) != DefaultPoolSize {
+		t.Fatalf("pool holds duplicates")
+	}
+	t.Run("a trapped instance is discarded and the module keeps serving", func(t *testing.T) {
+		e.push(t, "testdata/fault-trap", "fault-trap")
+		if err := e.x.Warm(ctx, "fault-trap"); err != nil {
+			t.Fatal(err)
+		}
+		ft := e.module(t, "fault-trap")
+		for range 3 {
+			if _, err := e.run(t, runtime.Request{Ref: "fault-trap"}); !errors.Is(err, runtime.ErrTrap) {
+				t.Fatal(err)
+			}
+		}
+		if err := e.x.Warm(ctx, "fault-trap"); err != nil {
+			t.Fatal(err)
+		}
+		for range len(ft.pool) {
+			inst := <-ft.pool
+			if inst.p.Module() == nil || !inst.p.FunctionExists("gate") {
+				t.Fatal("a pooled instance is not usable")
+			}
+			ft.pool <- inst
+		}
+	})
+}
+
+// module returns the executor's compiled module for ref.
+func (e *testEnv) module(t *testing.T, ref string) *module {
+	t.Helper()
+	sha, err := e.reg.Resolve(context.Background(), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.x.mu.Lock()
+	defer e.x.mu.Unlock()
+	m := e.x.mods[sha]
+	if m == nil {
+		t.Fatalf("%s is not compiled", ref)
+	}
+	return m
+}
+
+func TestReadOnlyMount(t *testing.T) {
+	e := env(t)
+	e.push(t, "testdata/fs-probe", "fs-probe")
+	cwd := t.TempDir()
+	if err := os.WriteFile(filepath.Join(cwd, "probe.txt"), []byte("from the session"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	probe := func(t *testing.T, req runtime.Request) map[string]string {
+		req.Ref = "fs-probe"
+		res, err := e.run(t, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out map[string]string
+		if err := json.Unmarshal([]byte(res.Stdout), &out); err != nil {
+			t.Fatalf("%q: %v", res.Stdout, err)
+		}
+		return out
+	}
+	t.Run("mounted read-only", func(t *testing.T) {
+		out := probe(t, runtime.Request{Cwd: cwd, Policy: runtime.PolicyWorkspaceWrite, MountCwd: true})
+		if out["cwd"] != MountPath || out["read"] != "from the session" {
+			t.Fatalf("%v", out)
+		}
+		if out["write"] == "ok" || out["writeError"] == "" || out["removeError"] == "" {
+			t.Fatalf("the mount is writable: %v", out)
+		}
+		if _, err := os.Stat(filepath.Join(cwd, "written.txt")); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("the guest wrote into the session cwd: %v", err)
+		}
+		if _, err := os.Stat(filepath.Join(cwd, "probe.txt")); err != nil {
+			t.Fatalf("the guest removed a file: %v", err)
+		}
+	})
+	t.Run("no mount without asking", func(t *testing.T) {
+		out := probe(t, runtime.Request{Cwd: cwd, Policy: runtime.PolicyFull})
+		if out["read"] != "" || out["readError"] == "" || out["write"] == "ok" {
+			t.Fatalf("the guest reached a filesystem: %v", out)
+		}
+	})
+	t.Run("a mount needs a policy and a cwd", func(t *testing.T) {
+		for _, req := range []runtime.Request{{Cwd: cwd, MountCwd: true}, {Policy: runtime.PolicyReadOnly, MountCwd: true}, {Cwd: "rel", Policy: runtime.PolicyReadOnly, MountCwd: true}} {
+			req.Ref = "fs-probe"
+			if _, err := e.run(t, req); !errors.Is(err, runtime.ErrPolicyRequired) {
+				t.Fatalf("%+v: %v", req, err)
+			}
+		}
+	})
+}
+
+func TestLimits(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	small, err := newEnv(ctx, dir, Config{CacheDir: env(t).dir + "/cache", MaxInput: 1000, MaxHostCalls: 5, PoolSize: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer small.close()
+	t.Run("input at the limit", func(t *testing.T) {
+		echoRun(t, small, runtime.Request{Target: strings.Repeat("x", 1000)})
+	})
+	t.Run("input over the limit", func(t *testing.T) {
+		small.push(t, "testdata/echo", "echo")
+		_, err := small.run(t, runtime.Request{Ref: "echo", Target: strings.Repeat("x", 1001)})
+		if !errs.Is(err, errs.TooLarge) {
+			t.Fatal(err)
+		}
+	})
+	// echo makes one pet_context call plus LOGS pixie_log calls.
+	t.Run("host calls at the limit", func(t *testing.T) {
+		h := &helper{}
+		echoRun(t, small, runtime.Request{Vars: map[string]string{"LOGS": "4"}, Helper: h})
+		if len(h.logs) != 4 || h.logs[3] != "info: line 4" {
+			t.Fatalf("logs %q", h.logs)
+		}
+	})
+	t.Run("host calls over the limit", func(t *testing.T) {
+		_, err := small.run(t, runtime.Request{Ref: "echo", Vars: map[string]string{"LOGS": "5"}, Helper: &helper{}})
+		if !errors.Is(err, runtime.ErrTrap) || !strings.Contains(err.Error(), "host call limit") {
+			t.Fatal(err)
+		}
+		echoRun(t, small, runtime.Request{})
+	})
+	t.Run("no pool", func(t *testing.T) {
+		if m := small.module(t, "echo"); cap(m.pool) != 0 {
+			t.Fatalf("pool of %d", cap(m.pool))
+		}
+	})
+	t.Run("log lines are capped", func(t *testing.T) {
+		h := &helper{}
+		echoRun(t, env(t), runtime.Request{Vars: map[string]string{"LOGS": "150"}, Helper: h})
+		if len(h.logs) != 101 || !strings.Contains(h.logs[100], "100 lines reached") {
+			t.Fatalf("%d lines, last %q", len(h.logs), h.logs[len(h.logs)-1])
+		}
+	})
+}
+
+func TestTimeoutDuringHostCall(t *testing.T) {
+	e := env(t)
+	e.push(t, "testdata/fault-calls", "fault-calls")
+	h := &helper{ask: func(abi.AskRequest) (string, error) { time.Sleep(50 * time.Millisecond); return "ok", nil }}
+	_, err := e.run(t, runtime.Request{Ref: "fault-calls", Helper: h, Timeout: 120 * time.Millisecond})
+	if !errors.Is(err, runtime.ErrTimeout) {
+		t.Fatal(err)
+	}
+	e.alive(t)
+}
+
+// TestRestartUsesDiskCache restarts an executor on the same cache directory: the second start
+// adds nothing to the cache (it recompiles nothing). Times are logged, and measured by
+// BenchmarkColdStart.
+func TestRestartUsesDiskCache(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	cfg := Config{CacheDir: filepath.Join(dir, "cache")}
+	start := func() time.Duration {
+		e, err := newEnv(ctx, dir, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.close()
+		e.push(t, "block-risky-commands", "block-risky-commands")
+		t0 := time.Now()
+		if err := e.x.Warm(ctx, "block-risky-commands"); err != nil {
+			t.Fatal(err)
+		}
+		return time.Since(t0)
+	}
+	first := start()
+	before := cacheFiles(t, cfg.CacheDir)
+	if len(before) == 0 {
+		t.Fatal("nothing was cached on disk")
+	}
+	second := start()
+	after := cacheFiles(t, cfg.CacheDir)
+	if len(after) != len(before) {
+		t.Fatalf("the restart compiled again: %d cache files, then %d", len(before), len(after))
+	}
+	for name, mod := range before {
+		if !after[name].Equal(mod) {
+			t.Fatalf("%s was rewritten", name)
+		}
+	}
+	t.Logf("warm-up after upload %s, after restart %s", first, second)
+}
+
+func cacheFiles(t *testing.T, dir string) map[string]time.Time {
+	out := map[string]time.Time{}
+	err := filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+		if err == nil && !info.IsDir() {
+			out[p] = info.ModTime()
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
