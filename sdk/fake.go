@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/pixie-dev/pixie/internal/abi"
@@ -67,7 +68,7 @@ type Result struct {
 // GateOutput decodes Output as the gate output of an exit 11.
 func (r Result) GateOutput() (Output, error) {
 	var o Output
-	dec := json.NewDecoder(bytesReader(r.Output))
+	dec := json.NewDecoder(strings.NewReader(r.Output))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(&o)
 	return o, err

@@ -247,7 +247,9 @@ func TestTranslateCheck(t *testing.T) {
 	model := func(faithful ...float64) *helper {
 		n := 0
 		return &helper{
-			ask: func(req abi.AskRequest) (string, error) { return "12개의 테스트가 모두 통과합니다.\n", nil },
+			ask: func(req abi.AskRequest) (string, error) {
+				return "12개의 테스트가 모두 통과합니다.\n", nil
+			},
 			judge: func(req abi.JudgeRequest) (abi.JudgeResponse, error) {
 				q := req.Questions["q"].Instructions
 				if strings.HasPrefix(q, "Is the prose") {

@@ -1,5 +1,0 @@
-package sdk
-
-import "strings"
-
-func bytesReader(s string) *strings.Reader { return strings.NewReader(s) }
