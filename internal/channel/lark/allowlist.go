@@ -10,9 +10,6 @@ import (
 	"github.com/pixie-dev/pixie/internal/store"
 )
 
-// MaxAllowlist caps the allowlist.
-const MaxAllowlist = 500
-
 // Allowlist returns the permitted senders in open_id order.
 func (c *Channel) Allowlist(ctx context.Context) ([]AllowEntry, error) {
 	var out []AllowEntry
@@ -51,12 +48,12 @@ func (c *Channel) Allow(ctx context.Context, req AllowRequest) (AllowEntry, erro
 		e, err := colAllow.Get(tx, req.OpenID)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
-			n := 0
-			if err := colAllow.Each(tx, "", store.ScanOptions{}, func(string, AllowEntry) error { n++; return nil }); err != nil {
+			n, _, err := allowStats(tx)
+			if err != nil {
 				return err
 			}
-			if n >= MaxAllowlist {
-				return errs.New(errs.Conflict, "the allowlist is full (%d entries)", MaxAllowlist)
+			if n >= c.cfg.MaxAllowlist {
+				return errs.New(errs.Conflict, "the allowlist is full (%d entries)", c.cfg.MaxAllowlist)
 			}
 			e = AllowEntry{OpenID: req.OpenID, Via: "manual", AddedAt: c.now()}
 		case err != nil:

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pixie-dev/pixie/internal/errs"
@@ -34,6 +35,7 @@ type Channel struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	wake   chan struct{}
+	inSeq  atomic.Uint64
 
 	// runMu guards settling and runs.
 	runMu sync.Mutex

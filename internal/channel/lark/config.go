@@ -28,6 +28,7 @@ const (
 	DefaultMaxReplyChars   = 20000
 	DefaultHTTPTimeout     = 20 * time.Second
 	DefaultHistoryTurns    = 10
+	DefaultMaxAllowlist    = 500
 
 	// PairTTL is how long a pairing code lives (spec: five minutes).
 	PairTTL = 5 * time.Minute
@@ -82,6 +83,8 @@ type Config struct {
 	MaxTextChars int
 	// MaxReplyChars caps a reply body, in characters; zero means 20000.
 	MaxReplyChars int
+	// MaxAllowlist caps the allowlist; zero means 500.
+	MaxAllowlist int
 	// HTTPTimeout bounds one call to Lark; zero means 20s.
 	HTTPTimeout time.Duration
 	// HistoryTurns is how many earlier question/answer pairs of its own the built-in child sees;
@@ -102,7 +105,7 @@ type Config struct {
 func (c Config) withDefaults() (Config, error) {
 	if c.ReplayWindow < 0 || c.StartSkew < 0 || c.DedupTTL < 0 || c.InitialDeadline < 0 || c.MaxDeadline < 0 ||
 		c.MaxImageBytes < 0 || c.MaxImages < 0 || c.MaxQueue < 0 || c.MaxTextChars < 0 || c.MaxReplyChars < 0 ||
-		c.HTTPTimeout < 0 || c.HistoryTurns < 0 {
+		c.HTTPTimeout < 0 || c.HistoryTurns < 0 || c.MaxAllowlist < 0 {
 		return c, errs.New(errs.Invalid, "lark: limits and durations must not be negative")
 	}
 	if c.BaseURL == "" {
@@ -146,6 +149,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.HTTPTimeout == 0 {
 		c.HTTPTimeout = DefaultHTTPTimeout
+	}
+	if c.MaxAllowlist == 0 {
+		c.MaxAllowlist = DefaultMaxAllowlist
 	}
 	if c.HistoryTurns == 0 {
 		c.HistoryTurns = DefaultHistoryTurns

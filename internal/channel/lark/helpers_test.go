@@ -261,7 +261,7 @@ func (h *harness) locusOf(entry string) Locus {
 func (h *harness) waitCurrent(entry, messageID string) DeliveryView {
 	h.t.Helper()
 	var v DeliveryView
-	waitFor(h.t, "current delivery "+messageID, func() bool {
+	waitFor(h.t, "current delivery "+messageID+" "+fmt.Sprint(h.fake.calls()), func() bool {
 		l, ok, err := h.ch.entryLocus(context.Background(), entry)
 		if err != nil || !ok {
 			return false
@@ -269,7 +269,7 @@ func (h *harness) waitCurrent(entry, messageID string) DeliveryView {
 		v, err = h.ch.Current(context.Background(), l.ChildID)
 		return err == nil && v.MessageID == messageID
 	})
-	waitFor(h.t, "working reaction on "+messageID, func() bool {
+	waitFor(h.t, "working reaction on "+messageID+" "+fmt.Sprint(h.fake.calls()), func() bool {
 		for _, e := range h.fake.reactionsOn(messageID) {
 			if e == ReactionWorking {
 				return true

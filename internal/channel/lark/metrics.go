@@ -34,6 +34,7 @@ const (
 	reasonCommand       = "command"        // a control command from a sender not on the allowlist
 	reasonNoWorkspace   = "no_workspace"   // a new entry but no usable default workspace
 	reasonQueueFull     = "queue_full"     // the Locus's queue is at MaxQueue
+	reasonAllowFull     = "allowlist_full" // pairing refused: the allowlist is at its cap
 	reasonInternal      = "internal"       // the event could not be processed (logged)
 	reasonStoreConflict = "store"          // the store refused the write (Lark retries)
 )
@@ -43,7 +44,7 @@ var allReasons = []string{reasonUnavailable, reasonBadRequest, reasonPlaintext, 
 	reasonToken, reasonApp, reasonStale, reasonWatermark, reasonEventType, reasonMalformed, reasonSender,
 	reasonNotMentioned, reasonMessageType, reasonEmpty, reasonDupEvent, reasonDupMessage, reasonPairCode,
 	reasonNotAllowed, reasonDMNotAllowed, reasonShellTier, reasonCommand, reasonNoWorkspace, reasonQueueFull,
-	reasonInternal, reasonStoreConflict}
+	reasonAllowFull, reasonInternal, reasonStoreConflict}
 
 // metrics are the channel's Prometheus counters plus an in-memory copy of the drop counts for
 // the diagnostics route.

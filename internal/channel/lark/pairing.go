@@ -121,9 +121,12 @@ func (c *Channel) redeemPairing(ctx context.Context, b *liveBinding, eventID str
 		case !errors.Is(err, store.ErrNotFound):
 			return err
 		}
-		owner, err := hasOwner(tx)
+		n, owner, err := allowStats(tx)
 		if err != nil {
 			return err
+		}
+		if n >= c.cfg.MaxAllowlist {
+			return errDuplicate{reasonAllowFull}
 		}
 		return colAllow.Put(tx, msg.SenderOpenID, AllowEntry{OpenID: msg.SenderOpenID, Via: "pairing", AddedAt: now, Owner: !owner})
 	})
@@ -152,15 +155,12 @@ func (c *Channel) redeemPairing(ctx context.Context, b *liveBinding, eventID str
 	return okResponse
 }
 
-// hasOwner reports whether an allowlist entry is marked as the owner.
-func hasOwner(tx *store.Tx) (bool, error) {
-	found := false
-	err := colAllow.Each(tx, "", store.ScanOptions{}, func(_ string, e AllowEntry) error {
-		if e.Owner {
-			found = true
-			return store.ErrStop
-		}
+// allowStats counts the allowlist and reports whether an entry is marked as the owner.
+func allowStats(tx *store.Tx) (n int, owner bool, err error) {
+	err = colAllow.Each(tx, "", store.ScanOptions{}, func(_ string, e AllowEntry) error {
+		n++
+		owner = owner || e.Owner
 		return nil
 	})
-	return found, err
+	return n, owner, err
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -171,7 +172,7 @@ func (c *Channel) HandleEvent(ctx context.Context, header http.Header, body []by
 		c.met.drop(reasonNotMentioned)
 		return okResponse
 	}
-	in := inbound{ID: store.SortableTime(c.now()) + "-" + newID("", 6), EventID: h.EventID, ReceivedAt: c.now(), Msg: msg}
+	in := inbound{ID: c.inboundID(), EventID: h.EventID, ReceivedAt: c.now(), Msg: msg}
 	reason, err := c.admit(ctx, h.EventID, msg.MessageID, func(tx *store.Tx) error {
 		return colInbound.Put(tx, in.ID, in)
 	})
@@ -187,6 +188,12 @@ func (c *Channel) HandleEvent(ctx context.Context, header http.Header, body []by
 	}
 	c.kick()
 	return okResponse
+}
+
+// inboundID orders accepted events by arrival: the wall clock (not Config.Now, which tests
+// move), then a process counter for events within one clock tick.
+func (c *Channel) inboundID() string {
+	return fmt.Sprintf("%s-%010d", store.SortableTime(time.Now()), c.inSeq.Add(1))
 }
 
 // errDuplicate carries a de-duplication refusal out of the store transaction.
