@@ -29,9 +29,15 @@ func Example() {
 	}
 	defer q.Close()
 
-	q.Put(ctx, "s1", "先跑测试，再改文档")
-	q.Put(ctx, "", "回答用中文")
-	q.Put(ctx, "s2", "not for s1")
+	for _, h := range []struct{ session, text string }{
+		{"s1", "先跑测试，再改文档"},
+		{"", "回答用中文"}, // global: any session's next step
+		{"s2", "not for s1"},
+	} {
+		if _, err := q.Put(ctx, h.session, h.text); err != nil {
+			panic(err)
+		}
+	}
 
 	tk, err := q.Take(ctx, "s1")
 	if err != nil {
