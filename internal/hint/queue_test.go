@@ -721,3 +721,35 @@ func TestConfigValidation(t *testing.T) {
 		t.Fatal("New(nil store) succeeded")
 	}
 }
+
+// KeepConsumed at its edge: 20 consumed hints are all kept; the 21st deletes the oldest.
+func TestKeepConsumedEdge(t *testing.T) {
+	ctx := context.Background()
+	for _, n := range []int{DefaultKeepConsumed, DefaultKeepConsumed + 1} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+			q, s := newQueue(t, Config{Now: clk.Now})
+			var ids []string
+			for i := 0; i < n; i++ {
+				clk.Add(time.Second)
+				ids = append(ids, put(t, q, "s", fmt.Sprint("c", i)).Hint.ID)
+				if _, err := q.TakeAndConfirm(ctx, "s"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			snap, _ := q.Snapshot(ctx)
+			var stored []string
+			if err := s.View(ctx, func(tx *store.Tx) error {
+				return hints.Each(tx, "", store.ScanOptions{}, func(id string, _ Hint) error { stored = append(stored, id); return nil })
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if len(snap.Consumed) != DefaultKeepConsumed || len(stored) != DefaultKeepConsumed {
+				t.Fatalf("%d consumed: snapshot shows %d, store keeps %d; want %d", n, len(snap.Consumed), len(stored), DefaultKeepConsumed)
+			}
+			if snap.Consumed[0].ID != ids[n-1] || stored[0] != ids[n-DefaultKeepConsumed] {
+				t.Fatalf("kept the wrong ones: newest shown %s, oldest stored %s", snap.Consumed[0].ID, stored[0])
+			}
+		})
+	}
+}
