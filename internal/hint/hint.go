@@ -4,10 +4,10 @@
 //
 // The queue lives in the portable store (internal/store): hint/<id> holds each hint,
 // hint-lease/<take id> each open take, and hint-meta/revision the revision counter. Every
-// operation is one store transaction that reads and bumps the revision, so hint operations are
-// serialised by the store's conflict detection itself: two takes can never hand out the same
-// hint, even from two Queue values over one store, and the revision of a snapshot names exactly
-// the state it shows.
+// operation is one store transaction; one that changes the queue also reads and bumps the
+// revision, so changes are serialised by the store's conflict detection itself: two takes can
+// never hand out the same hint, even from two Queue values over one store, and the revision of a
+// snapshot names exactly the state it shows. A take that finds nothing writes nothing.
 //
 // # Exactly once
 //
