@@ -107,7 +107,7 @@ func (c *Channel) runCommand(ctx context.Context, msg message, cmd command) (str
 	case cmdHelp:
 		return helpText, nil
 	case cmdBind:
-		if len(cmd.args) != 1 {
+		if len(cmd.args) != 1 || len(cmd.args[0]) < MinPrefix {
 			return "Usage: /bind <session prefix> (at least 6 characters of the session's id).", nil
 		}
 		return c.bindEntry(ctx, msg, cmd.args[0])
