@@ -523,7 +523,7 @@ func (s *Service) Detach(ctx context.Context, preset, gateName string) (Set, err
 // mutate loads the saved set, applies f, validates the result and writes it, all in one
 // transaction.
 func (s *Service) mutate(ctx context.Context, wantRev int64, f func(*Set) error) (Set, error) {
-	scripts, scriptsErr := s.scriptNames()
+	scripts, scriptsErr := s.scriptNames(ctx)
 	var out Set
 	err := s.store.Update(ctx, func(tx *store.Tx) error {
 		cur, err := loadSet(tx)

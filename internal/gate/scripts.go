@@ -143,8 +143,8 @@ func (s *Service) RefreshScripts(ctx context.Context) (ScriptListing, error) {
 }
 
 // scriptNames lists the script folder now (for save-time checks).
-func (s *Service) scriptNames() (map[string]bool, error) {
-	folder, _, err := s.ScriptFolder(context.Background())
+func (s *Service) scriptNames(ctx context.Context) (map[string]bool, error) {
+	folder, _, err := s.ScriptFolder(ctx)
 	if err != nil {
 		return nil, err
 	}
