@@ -18,10 +18,19 @@ type callError struct {
 	sentinel error
 	status   int
 	detail   string
+	ctxErr   error // context.Canceled or DeadlineExceeded when the call was cut short
 }
 
 func (e *callError) Error() string { return e.sentinel.Error() + ": " + e.detail }
-func (e *callError) Unwrap() error { return e.sentinel }
+
+// Unwrap gives the sentinel, and the context error of a call cut short (so
+// errors.Is(err, context.Canceled) tells a cancelled call from a slow provider).
+func (e *callError) Unwrap() []error {
+	if e.ctxErr != nil {
+		return []error{e.sentinel, e.ctxErr}
+	}
+	return []error{e.sentinel}
+}
 
 // StatusCode returns the HTTP status the provider answered a failed call with, or 0 when the
 // failure was not an HTTP status (timeout, network, undecodable body).
@@ -88,10 +97,15 @@ func transportFailure(ctx context.Context, parent context.Context, provider stri
 	cancelled := errors.Is(parent.Err(), context.Canceled) || (!timedOut && errors.Is(err, context.Canceled))
 	switch {
 	case cancelled:
-		return errs.Wrap(errs.Timeout, &callError{sentinel: ErrTimeout, detail: "cancelled: " + redact(err.Error(), key)},
+		return errs.Wrap(errs.Timeout, &callError{sentinel: ErrTimeout, detail: "cancelled: " + redact(err.Error(), key), ctxErr: context.Canceled},
 			"model call cancelled (%s)", provider)
 	case timedOut:
-		return fail(ErrTimeout, 0, key, fmt.Sprintf("model call timed out (%s, limit %s)", provider, timeoutText(timeout)), err.Error())
+		limit := "limit " + timeoutText(timeout)
+		if errors.Is(parent.Err(), context.DeadlineExceeded) {
+			limit = "the caller's time limit"
+		}
+		return errs.Wrap(errs.Timeout, &callError{sentinel: ErrTimeout, detail: redact(err.Error(), key), ctxErr: context.DeadlineExceeded},
+			"model call timed out (%s, %s)", provider, limit)
 	}
 	var oe *net.OpError
 	if errors.As(err, &oe) || strings.Contains(err.Error(), "connection refused") || strings.Contains(err.Error(), "no such host") {
