@@ -527,6 +527,8 @@ func (b probedBash) Probe(_ context.Context, policy runtime.Policy) error {
 	return nil
 }
 
+var _ wasm.Source = (*pet.ModuleFiles)(nil)
+
 // newPet builds the Pet service: scripts run on the rule dispatcher's bash executor (behind a
 // Landlock probe), skill.wasm files on a WASM executor of Pet's own that loads modules by path
 // (pet.ModuleFiles), instruction Skills on the Pixie model. A missing executor is not fatal: its

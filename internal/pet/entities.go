@@ -249,14 +249,16 @@ type Run struct {
 
 // Collections (see the package comment for the layout).
 var (
-	skillsC   = store.NewCollection[Skill]("pet-skill")
-	driftC    = store.NewCollection[driftMark]("pet-drift")
-	tasksC    = store.NewCollection[Task]("pet-task")
-	scopeC    = store.NewCollection[scopeIndex]("pet-task-scope")
-	taskInvC  = store.NewCollection[string]("pet-task-inv")
-	invC      = store.NewCollection[Invocation]("pet-inv")
-	snapC     = store.NewCollection[Snapshot]("pet-snap")
-	runsC     = store.NewCollection[Run]("pet-run")
-	envC      = store.NewCollection[envValue]("pet-env")
-	seqFormat = "%06d"
+	skillsC  = store.NewCollection[Skill]("pet-skill")
+	driftC   = store.NewCollection[driftMark]("pet-drift")
+	tasksC   = store.NewCollection[Task]("pet-task")
+	scopeC   = store.NewCollection[scopeIndex]("pet-task-scope")
+	taskInvC = store.NewCollection[string]("pet-task-inv")
+	invC     = store.NewCollection[Invocation]("pet-inv")
+	snapC    = store.NewCollection[Snapshot]("pet-snap")
+	runsC    = store.NewCollection[Run]("pet-run")
+	envC     = store.NewCollection[envValue]("pet-env")
 )
+
+// seqFormat renders sequence and attempt numbers in keys so that they sort.
+const seqFormat = "%06d"

@@ -237,13 +237,21 @@ func (s *Service) skillState(ctx context.Context, sk Skill) skillState {
 	// A projection problem of an enabled, resolvable Skill is drift, made sticky.
 	var mark driftMark
 	haveMark := false
-	_ = s.st.View(ctx, func(tx *store.Tx) error {
+	err = s.st.View(ctx, func(tx *store.Tx) error {
 		m, err := driftC.Get(tx, sk.Name)
-		if err == nil {
+		switch {
+		case err == nil:
 			mark, haveMark = m, true
+		case !errors.Is(err, store.ErrNotFound):
+			return err
 		}
 		return nil
 	})
+	if err != nil {
+		// Fail closed: a drift mark that cannot be read may exist.
+		st.err = errs.Wrap(errs.Unavailable, err, "Skill %s: cannot read its drift state", sk.Name)
+		return st
+	}
 	if sk.Enabled && st.resolveErr == nil && st.projection != ProjectionOK && !haveMark {
 		mark = driftMark{Problem: st.projection, SeenAt: s.now()}
 		haveMark = true

@@ -134,14 +134,23 @@ func (s *Service) scanSkill(p string, hash bool) (*scan, error) {
 	var problems []Problem
 	dirs := 0
 	h := sha256.New()
+	// stop ends the walk once a count limit is passed: a path pointing at a huge tree (a home
+	// directory) is refused without reading all of it.
+	stop := false
 	var walk func(dir, rel string, depth int)
 	walk = func(dir, rel string, depth int) {
+		if stop {
+			return
+		}
 		entries, err := os.ReadDir(dir)
 		if err != nil {
 			problems = append(problems, Problem{Path: rel, Reason: "cannot read directory: " + errText(err)})
 			return
 		}
 		for _, e := range entries {
+			if stop {
+				return
+			}
 			name := e.Name()
 			rp := name
 			if rel != "" {
@@ -160,6 +169,7 @@ func (s *Service) scanSkill(p string, hash bool) (*scan, error) {
 				dirs++
 				if dirs > s.cfg.MaxSkillFiles {
 					problems = append(problems, Problem{Path: rp, Reason: fmt.Sprintf("more than %d directories", s.cfg.MaxSkillFiles)})
+					stop = true
 					return
 				}
 				if depth+1 > maxSkillDepth {
@@ -179,8 +189,9 @@ func (s *Service) scanSkill(p string, hash bool) (*scan, error) {
 				}
 				size := info.Size()
 				sc.files = append(sc.files, SkillFile{Path: rp, Size: size})
-				if len(sc.files) == s.cfg.MaxSkillFiles+1 {
+				if len(sc.files) > s.cfg.MaxSkillFiles {
 					problems = append(problems, Problem{Path: rp, Reason: fmt.Sprintf("more than %d files", s.cfg.MaxSkillFiles)})
+					stop = true
 				}
 				switch {
 				case rp == WASMFile:

@@ -9,8 +9,8 @@ import (
 	"github.com/pixie-dev/pixie/runtime"
 )
 
-// The wheel's rings, innermost first: at most 24 entries in all.
-var Rings = []int{6, 8, 10}
+// rings are the wheel's ring sizes, innermost first: at most 24 entries in all.
+var rings = [...]int{6, 8, 10}
 
 // WheelCapacity is the most entries the wheel holds (built-in actions and Skills together).
 const WheelCapacity = 24
@@ -78,7 +78,8 @@ type WheelEntry struct {
 type Wheel struct {
 	Entries  []WheelEntry `json:"entries"`
 	Capacity int          `json:"capacity"`
-	Rings    []int        `json:"rings"`
+	// Rings are the ring sizes, innermost first (6, 8, 10).
+	Rings []int `json:"rings"`
 	// Overflow names the entries that did not fit.
 	Overflow []string `json:"overflow,omitempty"`
 }
@@ -86,7 +87,7 @@ type Wheel struct {
 // Wheel returns the built-in actions, then the shortcut Skills by name, each with its
 // availability, placed on the rings.
 func (s *Service) Wheel(ctx context.Context) (Wheel, error) {
-	w := Wheel{Entries: []WheelEntry{}, Capacity: WheelCapacity, Rings: Rings}
+	w := Wheel{Entries: []WheelEntry{}, Capacity: WheelCapacity, Rings: append([]int(nil), rings[:]...)}
 	var all []WheelEntry
 	for _, b := range s.builtinList() {
 		ok, reason := b.Availability(ctx)
@@ -122,7 +123,7 @@ func (s *Service) Wheel(ctx context.Context) (Wheel, error) {
 
 // ringOf places the i-th entry (from 0): ring 1 holds 0–5, ring 2 6–13, ring 3 14–23.
 func ringOf(i int) (ring, slot int) {
-	for r, n := range Rings {
+	for r, n := range rings {
 		if i < n {
 			return r + 1, i
 		}
