@@ -1,0 +1,170 @@
+// Records: one session's gate runs, newest first, each with its detail (the applied action,
+// who concluded, the five output fields, the original and final text, notes, usage, helper
+// calls, the rule's run); Edit and send for a rejected input; and the session's per-session
+// gate switches ("Gates in this session").
+import { h } from '../app.js';
+import {
+  pageHead, switchEl, field, busy, emptyState, pointLabel, fmtTime, fmtUsage, fmtMs, actionBadge, CONCLUDED, dl, textBlock, fill } from './common.js';
+
+const RECENT_KEY = 'pixie.records.recent';
+
+function recent() {
+  try { const v = JSON.parse(localStorage.getItem(RECENT_KEY) || '[]'); return Array.isArray(v) ? v.filter((x) => typeof x === 'string').slice(0, 8) : []; } catch { return []; }
+}
+function remember(id) {
+  const list = [id, ...recent().filter((x) => x !== id)].slice(0, 8);
+  try { localStorage.setItem(RECENT_KEY, JSON.stringify(list)); } catch { /* private mode */ }
+}
+
+function link(session, run) {
+  let s = '#/records?session=' + encodeURIComponent(session);
+  if (run) s += '&run=' + encodeURIComponent(run);
+  return s;
+}
+
+export async function render(main, ui) {
+  const session = (ui.params.get('session') || '').trim();
+  const run = ui.params.get('run');
+  const input = h('input', { name: 'session', value: session, placeholder: 'the agent host’s session id', autocomplete: 'off', spellcheck: 'false' });
+  const open = h('button', { type: 'submit' }, 'Open');
+  const form = h('form', { class: 'inline-form session-form', 'aria-label': 'Open a session' }, field('Session', input), open);
+  form.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    const v = input.value.trim();
+    if (v) location.hash = link(v);
+  });
+  const rec = recent().filter((x) => x !== session);
+  fill(main, 
+    pageHead('Records', 'Every gate run of a session: what was applied, who concluded, and what Pixie answered.'),
+    h('div', { class: 'card' }, form,
+      rec.length ? h('p', { class: 'recent' }, h('span', { class: 'muted' }, 'Recent: '), rec.map((r) => h('a', { href: link(r), class: 'chip-link' }, r))) : null));
+  if (!session) {
+    main.append(emptyState('Open a session to see its gate runs.', h('p', {}, 'The session id is the one your agent host uses (for Claude Code, the session_id of its hooks).')));
+    return;
+  }
+  remember(session);
+  if (run) return detail(main, ui, session, run);
+  return list(main, ui, session);
+}
+
+async function list(main, ui, session) {
+  const { api, errorBox } = ui;
+  const switches = h('section', { class: 'card', 'aria-labelledby': 'sw-title' });
+  const runs = h('section', { 'aria-labelledby': 'runs-title' });
+  main.append(switches, runs);
+
+  const drawSwitches = (sg, err) => {
+    fill(switches, h('h2', { id: 'sw-title' }, 'Gates in this session'),
+      h('p', { class: 'muted' }, 'A gate switched off here does not run in this session from its next message on. Definitions, presets and other sessions do not change.'),
+      err ? errorBox(err) : null,
+      sg && !sg.preset ? h('p', { class: 'muted' }, 'No gate has run in this session yet, so its preset is not known.') : null,
+      sg && sg.preset ? h('p', {}, 'Preset: ', h('strong', {}, sg.preset)) : null,
+      sg && sg.preset && !sg.gates.length ? h('p', { class: 'muted' }, 'No gate applies to this preset.') : null,
+      sg && sg.gates.length ? h('ul', { class: 'switch-list' }, sg.gates.map((g) => h('li', { 'data-gate': g.gate },
+        switchEl({ label: g.gate, checked: g.on, onchange: async (on) => {
+          try {
+            const q = sg.preset ? '?preset=' + encodeURIComponent(sg.preset) : '';
+            const next = await api('PUT', `/v1/gates/sessions/${encodeURIComponent(session)}/switches/${encodeURIComponent(g.gate)}${q}`, { on });
+            ui.toast(`${g.gate} is ${on ? 'on' : 'off'} in this session.`);
+            drawSwitches(next);
+            switches.querySelector(`li[data-gate="${CSS.escape(g.gate)}"] input`)?.focus();
+          } catch (e) { drawSwitches(sg, e); throw e; }
+        } }),
+        h('span', { class: 'muted' }, ` · ${pointLabel(g.point)}`)))) : null);
+  };
+  api('GET', `/v1/gates/sessions/${encodeURIComponent(session)}/switches`).then((sg) => drawSwitches(sg)).catch((e) => drawSwitches(null, e));
+
+  const rows = [];
+  let next = '';
+  const tbody = h('tbody');
+  const more = h('button', { type: 'button', class: 'secondary', hidden: true }, 'Load more');
+  const status = h('div');
+  fill(runs, h('div', { class: 'section-head' }, h('h2', { id: 'runs-title' }, `Runs of ${session}`)), status);
+  const table = h('div', { class: 'table-wrap' }, h('table', { class: 'records' },
+    h('thead', {}, h('tr', {}, ['When it ran', 'Gate', 'Point', 'Turn', 'Action', 'Concluded by', 'Reason or error', 'Usage'].map((x) => h('th', { scope: 'col' }, x)))),
+    tbody));
+  const load = async () => {
+    const q = new URLSearchParams({ limit: '50' });
+    if (next) q.set('cursor', next);
+    const page = await api('GET', `/v1/gates/sessions/${encodeURIComponent(session)}/records?${q}`);
+    next = page.next || '';
+    for (const r of page.records) {
+      rows.push(r);
+      tbody.append(h('tr', { 'data-run': r.id },
+        h('td', {}, h('a', { href: link(session, r.id), 'aria-label': `Open the run of ${r.gate} at ${fmtTime(r.startedAt)}` }, fmtTime(r.startedAt))),
+        h('td', {}, r.gate), h('td', {}, pointLabel(r.point)), h('td', {}, String(r.turn)),
+        h('td', {}, actionBadge(r.action)), h('td', {}, CONCLUDED[r.concludedBy] || r.concludedBy || '—'),
+        h('td', { class: 'clip' }, r.error ? h('span', { class: 'error' }, r.error) : (r.reason || (r.verdict ? `verdict: ${r.verdict}` : '—'))),
+        h('td', {}, fmtUsage(r.usage), r.helperCalls ? h('span', { class: 'muted' }, ` · ${r.helperCalls} helper call${r.helperCalls === 1 ? '' : 's'}`) : null)));
+    }
+    more.hidden = !next;
+  };
+  more.addEventListener('click', () => busy(more, () => load().catch((e) => fill(status, errorBox(e)))));
+  try {
+    await load();
+    if (!rows.length) fill(status, emptyState('No gate runs recorded for this session.', h('p', {}, 'Runs are kept for 30 days. Check that a gate is on, attached to the session’s preset, and saved.')));
+    else runs.append(table, h('div', { class: 'row' }, more));
+  } catch (e) { fill(status, errorBox(e)); }
+}
+
+async function detail(main, ui, session, id) {
+  const { api, errorBox } = ui;
+  const back = h('p', {}, h('a', { href: link(session) }, `← All runs of ${session}`));
+  let r;
+  try { r = await api('GET', '/v1/gates/records/' + encodeURIComponent(id)); } catch (e) { main.append(back, errorBox(e)); return; }
+  const o = r.output || {};
+  const byScript = r.concludedBy === 'hook-script';
+  const messagePoint = r.point === 'user-message' || r.point === 'agent-message';
+  const sec = (title, ...kids) => h('section', { class: 'card' }, h('h2', {}, title), ...kids);
+  const out = h('article', { class: 'record', 'aria-labelledby': 'run-title' },
+    back,
+    h('div', { class: 'record-head' }, h('h2', { id: 'run-title' }, `${r.gate} · ${pointLabel(r.point)}`), actionBadge(r.action),
+      h('span', { class: 'muted' }, `${fmtTime(r.startedAt)} · ${fmtMs(r.durationMs)}`)),
+    r.error ? h('div', { class: 'alert', role: 'alert' }, h('strong', {}, 'The gate failed: '), r.error, r.errorDetail ? h('pre', {}, r.errorDetail) : null,
+      h('p', {}, `Error policy: ${r.onError === 'stop' ? 'stop it' : 'continue as usual'}.`)) : null,
+    r.action === 'rejected' && messagePoint ? editAndSend(ui, r) : null,
+    h('div', { class: 'detail-grid' },
+      sec('Run',
+        dl([['Applied action', actionBadge(r.action)], ['Concluded by', CONCLUDED[r.concludedBy] || r.concludedBy || null],
+          ['Gate', h('a', { href: '#/gates?edit=' + encodeURIComponent(r.gate) }, r.gate)], ['Point', pointLabel(r.point)],
+          ['Session', r.session], ['Preset', r.preset], ['Turn', String(r.turn)], ['Agent', r.agent === 'child' ? 'Subagent' : 'Main agent'],
+          r.tool ? ['Tool', h('code', {}, r.tool.name)] : [undefined], r.tool && r.tool.args ? ['Tool arguments', h('pre', {}, JSON.stringify(r.tool.args, null, 2))] : [undefined],
+          ['Usage', fmtUsage(r.usage)], ['Run id', h('code', {}, r.id)], r.cancelled ? ['Cancelled', 'yes'] : [undefined]].filter((x) => x[0] !== undefined))),
+      sec(byScript ? 'Script output' : 'Pixie output',
+        dl([['Verdict', o.verdict ? h('span', { class: 'badge' + (o.verdict === 'stop' ? ' bad' : ' ok') }, o.verdict) : null], ['Reason', o.reason || null],
+          ['Replacement', o.replace ? h('pre', {}, o.replace) : null], ['Addition', o.append ? h('pre', {}, o.append) : null], ['Note', o.note ? h('pre', {}, o.note) : null]]))),
+    h('div', { class: 'detail-grid' },
+      sec('Original text', textBlock(r.original)),
+      sec('Final text', textBlock(r.final), r.addition ? h('div', {}, h('h3', {}, 'Sent along'), h('pre', {}, r.addition)) : null,
+        r.reason ? h('div', {}, h('h3', {}, 'Reason'), h('p', {}, r.reason)) : null,
+        r.suggestion ? h('div', {}, h('h3', {}, 'Suggestion'), h('pre', {}, r.suggestion)) : null)),
+    sec('Notes', (r.notes || []).length ? h('ul', {}, r.notes.map((n) => h('li', {}, h('pre', { class: 'note-text' }, n)))) : h('p', { class: 'muted' }, 'No notes.')),
+    sec('Helper calls', (r.helperCalls || []).length ? h('div', { class: 'table-wrap' }, h('table', {},
+      h('thead', {}, h('tr', {}, ['Call', 'Judge type', 'Chosen', 'Engine', 'Confidence', 'Usage', 'Time', 'Error'].map((x) => h('th', { scope: 'col' }, x)))),
+      h('tbody', {}, r.helperCalls.map((c) => h('tr', {}, h('td', {}, c.type), h('td', {}, c.judgeType || '—'), h('td', {}, c.label || '—'),
+        h('td', {}, c.engine || '—'), h('td', {}, c.confidence != null ? c.confidence.toFixed(2) : '—'), h('td', {}, fmtUsage(c.usage)),
+        h('td', {}, fmtMs(c.durationMs)), h('td', {}, c.error ? h('span', { class: 'error' }, c.error) : '—')))))) : h('p', { class: 'muted' }, 'No helper calls.')),
+    r.rule ? sec('Hook script run', dl([['Rule', h('code', {}, `${r.rule.kind}: ${r.rule.name}`)], ['Exit code', String(r.rule.exitCode)], ['Time', fmtMs(r.rule.durationMs)],
+      ['Output', r.rule.stdout ? h('pre', {}, r.rule.stdout) : null]])) : null,
+    (r.logs || []).length ? sec('Guest log', h('pre', {}, r.logs.map((l) => `[${l.level}] ${l.message}`).join('\n'))) : null,
+    r.modelAnswer ? h('details', { class: 'card' }, h('summary', {}, 'Raw model answer'), h('pre', {}, r.modelAnswer)) : null);
+  main.append(out);
+  out.querySelector('#run-title').setAttribute('tabindex', '-1');
+  void busy;
+}
+
+// editAndSend is the restore card of a rejected input: the suggestion (or the original) goes
+// into the hint bar's composer for that session, to edit and send.
+function editAndSend(ui, r) {
+  const text = r.suggestion || r.original || '';
+  const b = h('button', { type: 'button', 'data-action': 'edit-and-send' }, 'Edit and send');
+  b.addEventListener('click', () => {
+    window.dispatchEvent(new CustomEvent('pixie:compose', { detail: { text, sessionId: r.session } }));
+  });
+  return h('section', { class: 'card restore', 'aria-label': 'Rejected input' },
+    h('h2', {}, 'This input was rejected'),
+    r.reason ? h('p', {}, h('strong', {}, 'Reason: '), r.reason) : null,
+    h('p', { class: 'muted' }, r.suggestion ? 'Pixie suggested a replacement. Edit and send puts it into the hint composer for this session.' : 'Edit and send puts the original into the hint composer for this session.'),
+    h('pre', {}, text),
+    h('div', { class: 'row' }, b));
+}
