@@ -32,13 +32,22 @@ export function hintBar(root, ui) {
     status,
     h('h3', {}, 'Pending'), pendingList,
     h('h3', {}, 'Recently consumed'), consumedList);
-  root.replaceChildren(h('div', { style: 'position:relative' }, panel, button));
+  root.replaceChildren(h('div', { class: 'hint-anchor' }, panel, button));
 
-  button.addEventListener('click', () => {
-    open = !open;
+  const setOpen = (v) => {
+    open = v;
     panel.hidden = !open;
     button.setAttribute('aria-expanded', String(open));
     if (open) input.focus();
+  };
+  button.addEventListener('click', () => setOpen(!open));
+  // Edit and send (Records) puts a text into the composer for a session: the bar opens with it.
+  window.addEventListener('pixie:compose', (ev) => {
+    const d = ev.detail || {};
+    input.value = d.text || '';
+    session.value = d.sessionId || '';
+    setOpen(true);
+    input.setSelectionRange(input.value.length, input.value.length);
   });
   panel.addEventListener('keydown', (ev) => {
     if (ev.key === 'Escape') { open = false; panel.hidden = true; button.setAttribute('aria-expanded', 'false'); button.focus(); }
@@ -66,7 +75,7 @@ export function hintBar(root, ui) {
 
   async function cancel(id) {
     status.hidden = true;
-    try { await api('DELETE', '/v1/hints/' + encodeURIComponent(id)); refresh(); }
+    try { await api('DELETE', '/v1/hints/' + encodeURIComponent(id)); await refresh(); input.focus(); }
     catch (e) { status.textContent = e.message; status.hidden = false; }
   }
 
