@@ -1,0 +1,73 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+
+	"github.com/pixie-dev/pixie/internal/testutil"
+)
+
+// TestHintSentAndConsumed sends a hint from the bar (Enter sends, Shift+Enter adds a newline),
+// sees it pending, lets an agent take and confirm it over the API, and sees the toast and the
+// consumed list; then cancels a second hint from the pending list.
+func TestHintSentAndConsumed(t *testing.T) {
+	p := testutil.StartServer(t, t.TempDir(), nil)
+	b := NewBrowser(t, 1280, 800)
+	viewport(t, b, 1280, 800)
+	login(t, b, p)
+	watchErrors(t, b)
+
+	b.Run(t, "open the bar", chromedp.Click(chromedp.CSS("#hintbar button.pill")), chromedp.WaitVisible(chromedp.CSS("#hintbar .panel textarea")))
+	if got := Eval[bool](t, b, `document.activeElement === document.querySelector('#hintbar textarea')`); !got {
+		t.Fatal("the hint input is not focused when the bar opens")
+	}
+	b.Run(t, "type a two-line hint",
+		chromedp.SendKeys(chromedp.CSS("#hintbar textarea"), "Use the v2 API"),
+		chromedp.KeyEvent(kb.Enter, chromedp.KeyModifiers(chromedp.ModifierShift)),
+		chromedp.SendKeys(chromedp.CSS("#hintbar textarea"), "and keep the tests green"))
+	if v := Eval[string](t, b, `document.querySelector('#hintbar textarea').value`); v != "Use the v2 API\nand keep the tests green" {
+		t.Fatalf("Shift+Enter should add a newline, the input holds %q", v)
+	}
+	b.Run(t, "Enter sends", chromedp.KeyEvent(kb.Enter))
+	waitFor(t, b, "the pending count", `document.querySelector('#hintbar .count').textContent === '1' && !document.querySelector('#hintbar .count').hidden`)
+	waitFor(t, b, "the pending list", `document.querySelector('[aria-label="Pending hints"]').innerText.includes('and keep the tests green')`)
+	if v := Eval[string](t, b, `document.querySelector('#hintbar textarea').value`); v != "" {
+		t.Fatalf("the input was not cleared after sending: %q", v)
+	}
+	b.Shot(t, "hint-bar-open")
+
+	// The agent's next step takes the hint and confirms it reached the model.
+	var take struct {
+		TakeID string `json:"takeId"`
+		Hints  []struct {
+			ID   string `json:"id"`
+			Text string `json:"text"`
+		} `json:"hints"`
+	}
+	adminAPI(t, p, "POST", "/v1/hints/take", map[string]any{"sessionId": "s-1"}, &take)
+	if len(take.Hints) != 1 || !strings.HasPrefix(take.Hints[0].Text, "Use the v2 API") {
+		t.Fatalf("take: %+v", take)
+	}
+	adminAPI(t, p, "POST", "/v1/hints/confirm", map[string]any{"takeId": take.TakeID}, nil)
+
+	waitFor(t, b, "the consumption toast", `[...document.querySelectorAll('#toasts .toast')].some((x) => x.textContent.includes('The agent used your hint: Use the v2 API'))`)
+	waitFor(t, b, "the consumed list", `document.querySelector('[aria-label="Recently consumed hints"]').innerText.includes('Use the v2 API')`)
+	waitFor(t, b, "no pending badge", `document.querySelector('#hintbar .count').hidden`)
+	b.Shot(t, "hint-consumed")
+
+	// A second hint, cancelled from the pending list.
+	b.Run(t, "send a second hint", chromedp.SendKeys(chromedp.CSS("#hintbar textarea"), "never mind\n"))
+	waitFor(t, b, "the second hint pending", `document.querySelector('[aria-label="Pending hints"]').innerText.includes('never mind')`)
+	b.Run(t, "cancel it", chromedp.Click(chromedp.CSS(`[aria-label="Pending hints"] li button`)))
+	waitFor(t, b, "the pending list empties", `document.querySelector('[aria-label="Pending hints"]').innerText.includes('Nothing pending')`)
+
+	if !Eval[bool](t, b, `document.activeElement === document.querySelector('#hintbar textarea')`) {
+		t.Fatal("focus was lost after cancelling a hint")
+	}
+	b.Run(t, "Escape closes the bar", chromedp.KeyEvent(kb.Escape))
+	waitFor(t, b, "the bar closed", `document.querySelector('#hintbar .panel').hidden && document.activeElement === document.querySelector('#hintbar button.pill')`)
+	noConsoleErrors(t, b)
+}

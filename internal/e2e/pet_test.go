@@ -1,0 +1,110 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/pixie-dev/pixie/internal/testutil"
+)
+
+// writeSkill writes a Skill directory holding only a SKILL.md (an instruction Skill).
+func writeSkill(t *testing.T, root, name, description, body string) string {
+	t.Helper()
+	dir := filepath.Join(root, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	md := "---\nname: " + name + "\n"
+	if description != "" {
+		md += "description: " + description + "\n"
+	}
+	md += "---\n" + body + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "SKILL.md"), []byte(md), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestPetSkillImportAndInvoke imports a Skill in two steps (inspect, then register), sees a
+// refused directory's problems next to the path, invokes the Skill from the mascot's wheel
+// (where a disabled Skill is shown unavailable with its reason) and finds the Task, the
+// Invocation and its Run in the task panel. It also writes a screenshot of each Pet settings tab.
+func TestPetSkillImportAndInvoke(t *testing.T) {
+	const answer = "Review notes: the parser change lacks a test for empty input."
+	m := newModelServer(t, `{"verdict":"pass"}`, answer)
+	skills := t.TempDir()
+	good := writeSkill(t, skills, "review-notes", "Writes review notes for the change in the snapshot.", "Read the snapshot and write three short review notes.")
+	off := writeSkill(t, skills, "release-check", "Checks a release branch.", "Check the release.")
+	bad := writeSkill(t, skills, "no-description", "", "Nothing.")
+
+	p := testutil.StartServer(t, t.TempDir(), nil, m.modelArgs()...)
+	b := NewBrowser(t, 1280, 800)
+	viewport(t, b, 1280, 800)
+	login(t, b, p)
+	watchErrors(t, b)
+
+	open(t, b, "#/pet-settings?tab=skills", "[name=skill-path]")
+	b.Shot(t, "settings-skills-empty")
+
+	// A directory that fails validation: the problems show next to the path field.
+	b.Run(t, "inspect a bad Skill", chromedp.SetValue(chromedp.CSS("[name=skill-path]"), bad), chromedp.Click(chromedp.CSS("[data-action=inspect]")))
+	waitFor(t, b, "the refusal next to the path", `[...document.querySelectorAll('[data-errors-for] .field-error')].some((e) => e.textContent.includes('description'))`)
+	b.Shot(t, "skill-refused")
+
+	// Inspect, then register (enabled, on the wheel).
+	b.Run(t, "inspect", chromedp.SetValue(chromedp.CSS("[name=skill-path]"), good), chromedp.Click(chromedp.CSS("[data-action=inspect]")),
+		chromedp.WaitVisible(chromedp.CSS(".inspection")))
+	mustContain(t, "inspection", textOf(t, b, ".inspection"), "review-notes", "Writes review notes", "instructions", "1 (")
+	b.Shot(t, "skill-inspected")
+	b.Run(t, "register", chromedp.Click(chromedp.CSS("[data-action=register]")), chromedp.WaitVisible(chromedp.CSS(`[data-skill="review-notes"]`)))
+	waitFor(t, b, "the Skill is ready", `document.querySelector('[data-skill="review-notes"]').innerText.includes('ready')`)
+
+	// A second Skill on the wheel but disabled: the wheel shows it unavailable with the reason.
+	b.Run(t, "inspect the second", chromedp.SetValue(chromedp.CSS("[name=skill-path]"), off), chromedp.Click(chromedp.CSS("[data-action=inspect]")),
+		chromedp.WaitVisible(chromedp.CSS("#reg-enabled")), chromedp.Click(chromedp.CSS("#reg-enabled")), chromedp.Click(chromedp.CSS("[data-action=register]")),
+		chromedp.WaitVisible(chromedp.CSS(`[data-skill="release-check"]`)))
+	b.Shot(t, "settings-skills")
+
+	// The wheel.
+	b.Run(t, "open the Pet", chromedp.Click(chromedp.CSS("button.mascot")), chromedp.WaitVisible(chromedp.CSS(`.wheel-entry[data-entry="review-notes"]`)))
+	if v := Eval[string](t, b, `document.querySelector('.wheel-entry[data-entry="release-check"]').getAttribute('aria-disabled')`); v != "true" {
+		t.Fatalf("the disabled Skill's wheel entry has aria-disabled=%q", v)
+	}
+	b.Run(t, "focus the unavailable entry", chromedp.Focus(chromedp.CSS(`.wheel-entry[data-entry="release-check"]`)))
+	waitFor(t, b, "the reason", `document.querySelector('.wheel-detail').innerText.includes('Unavailable: Skill release-check is disabled')`)
+	b.Shot(t, "wheel")
+	b.Run(t, "an unavailable entry does not run", chromedp.Click(chromedp.CSS(`.wheel-entry[data-entry="release-check"]`)))
+	if Eval[bool](t, b, `!!document.querySelector('[data-action=run]')`) {
+		t.Fatal("clicking an unavailable entry opened the confirmation")
+	}
+
+	b.Run(t, "pick the Skill", chromedp.Click(chromedp.CSS(`.wheel-entry[data-entry="review-notes"]`)), chromedp.WaitVisible(chromedp.CSS("[data-action=run]")),
+		chromedp.SetValue(chromedp.CSS(".pet-confirm [name=title]"), "Parser refactor"))
+	b.Shot(t, "wheel-confirm")
+	b.Run(t, "run it", chromedp.Click(chromedp.CSS("[data-action=run]")), chromedp.WaitVisible(chromedp.CSS(".pet-result")))
+	mustContain(t, "result", textOf(t, b, ".pet-result"), "succeeded", answer)
+	b.Shot(t, "wheel-result")
+
+	// The task panel shows the Task, its Invocation and the Run.
+	b.Run(t, "open the task panel", chromedp.Click(chromedp.CSS(".pet-result a.button")), chromedp.WaitVisible(chromedp.CSS(".invocation")))
+	waitFor(t, b, "the run output", `document.querySelector('.invocation .run-output') && document.querySelector('.invocation .run-output').innerText.includes(`+jsq(answer)+`)`)
+	mustContain(t, "task list", textOf(t, b, ".task-list"), "Independent", "1 invocation")
+	mustContain(t, "invocation", textOf(t, b, ".invocation"), "#1 review-notes", "succeeded", "Run 1", "instructions")
+	b.Run(t, "open the snapshot", chromedp.Click(chromedp.CSS(".invocation details summary")))
+	mustContain(t, "snapshot", textOf(t, b, ".invocation details"), "Parser refactor", "Independent")
+	b.Shot(t, "task-panel")
+	viewport(t, b, 420, 800)
+	b.Shot(t, "task-panel-narrow")
+	viewport(t, b, 1280, 800)
+
+	// Every settings tab, for review.
+	for _, tab := range []string{"general", "skills", "locus", "environment", "channel", "diagnostics"} {
+		open(t, b, "#/pet-settings?tab="+tab, `[role=tab][data-tab="`+tab+`"][aria-selected=true]`)
+		waitFor(t, b, tab+" loaded", `!document.querySelector('.tabpanel').innerText.includes('Loading…')`)
+		b.Shot(t, "settings-"+tab)
+	}
+	noConsoleErrors(t, b)
+}
