@@ -165,8 +165,12 @@ func (s *Service) UpdateSkill(ctx context.Context, name string, patch SkillPatch
 	disable := patch.Enabled != nil && !*patch.Enabled && sk.Enabled
 	if enable {
 		// Enabling projects the Skill: it must resolve to a valid directory now.
-		if _, err := s.scanSkill(sk.Path, false); err != nil {
+		sc, err := s.scanSkill(sk.Path, false)
+		if err != nil {
 			return SkillView{}, errs.Wrap(errs.CodeOf(err), err, "cannot enable %s: %s", name, msgOf(err)).WithDetails(detailsOf(err))
+		}
+		if sc.name != name {
+			return SkillView{}, errs.New(errs.Unprocessable, "cannot enable %s: its SKILL.md now names %q; register that Skill instead", name, sc.name)
 		}
 		if err := s.project(sk); err != nil {
 			return SkillView{}, err
