@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/pixie-dev/pixie/internal/channel/lark"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/gate"
 	"github.com/pixie-dev/pixie/internal/hint"
@@ -74,6 +75,9 @@ type Deps struct {
 	Hooks *hooks.Service
 	// Pet is Pet: skills, tasks, invocations, env values, wheel, diagnostics (routes in pet.go).
 	Pet *pet.Service
+	// Channel is the Lark channel: event webhook, binding, allowlist, pairing, Loci, Deliveries
+	// (routes in channel.go).
+	Channel *lark.Channel
 }
 
 // Server is Pixie's HTTP server.
@@ -218,6 +222,7 @@ func (s *Server) routes() {
 	s.mountGates(s.v1)
 	s.mountHooks(s.v1)
 	s.mountPet(s.v1)
+	s.mountChannel(s.v1, s.open)
 	s.mountHelper(s.open)
 	s.mountUI()
 }

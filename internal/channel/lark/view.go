@@ -136,6 +136,41 @@ func (c *Channel) Current(ctx context.Context, childID string) (DeliveryView, er
 	return c.view(d, l), nil
 }
 
+// WaitCurrent is Current with a long poll: when the Locus is idle it waits up to max for a
+// Delivery to become current (max zero means no waiting).
+func (c *Channel) WaitCurrent(ctx context.Context, childID string, max time.Duration) (DeliveryView, error) {
+	deadline := time.Now().Add(max)
+	for {
+		v, err := c.Current(ctx, childID)
+		if err == nil || !errs.Is(err, errs.NotFound) || !time.Now().Before(deadline) {
+			return v, err
+		}
+		if v, _ := c.childExists(ctx, childID); !v {
+			return DeliveryView{}, err
+		}
+		select {
+		case <-ctx.Done():
+			return DeliveryView{}, errs.Wrap(errs.NotFound, ctx.Err(), "no current delivery")
+		case <-c.ctx.Done():
+			return DeliveryView{}, errs.New(errs.Unavailable, "the channel is shutting down")
+		case <-time.After(pollInterval):
+		}
+	}
+}
+
+// pollInterval is how often WaitCurrent looks for a new Delivery.
+const pollInterval = 200 * time.Millisecond
+
+func (c *Channel) childExists(ctx context.Context, childID string) (bool, error) {
+	var ok bool
+	err := c.st.View(ctx, func(tx *store.Tx) error {
+		_, err := childLocus(tx, childID)
+		ok = err == nil
+		return nil
+	})
+	return ok, err
+}
+
 // Image returns the bytes and media type of image index (1-based) of the current Delivery of
 // childID's Locus.
 func (c *Channel) Image(ctx context.Context, childID, deliveryID string, index int) ([]byte, string, error) {
