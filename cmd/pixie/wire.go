@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/pixie-dev/pixie/internal/agentskill"
 	"github.com/pixie-dev/pixie/internal/config"
 	"github.com/pixie-dev/pixie/internal/hint"
+	"github.com/pixie-dev/pixie/internal/hooks"
 	"github.com/pixie-dev/pixie/internal/model"
 	"github.com/pixie-dev/pixie/internal/store"
 	"github.com/pixie-dev/pixie/runtime"
@@ -63,6 +65,18 @@ func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *stor
 		Info:  func(context.Context) map[string]any { return info },
 		Hints: hints,
 		Pet:   petSvc,
+		Hooks: hooks.New(st, nil, hints, hooks.Config{DefaultPreset: cfg.Hooks.DefaultPreset, Logger: log}),
+	}
+	// Updating Pixie updates the agent skills `pixie init claude --write` installed (files the
+	// user edited are kept).
+	if reps, err := agentskill.UpdateRecorded(cfg.Home, version); err != nil {
+		log.Warn("agent skill update failed", "err", err)
+	} else {
+		for _, r := range reps {
+			if len(r.Written)+len(r.Updated) > 0 {
+				log.Info("agent skill updated", "dir", r.Dir, "written", r.Written, "updated", r.Updated, "kept", r.Kept)
+			}
+		}
 	}
 	a.srv = server.New(server.Config{
 		Addr:         cfg.Addr,

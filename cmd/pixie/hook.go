@@ -1,0 +1,183 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"time"
+
+	"github.com/pixie-dev/pixie/internal/config"
+	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/internal/hooks"
+)
+
+func init() {
+	register(verb{name: "hook", usage: "agent hook adapter: pixie hook claude [--preset P] [--url U] [--fail-open|--fail-closed] (JSON on stdin)", run: cmdHook})
+}
+
+const hookUsage = `usage: pixie hook claude [flags] < hook-input.json
+
+Runs as a Claude Code (or Codex) command hook: the hook input JSON on stdin is sent to the Pixie
+server (POST /v1/hooks/claude-code), and its answer is printed on stdout with exit 0. Events Pixie
+does not handle answer {} without contacting the server.
+
+When the server cannot answer (down, unreachable, timed out, or refusing the call) the adapter
+fails open (prints {}, exit 0: the step goes on) or closed (exit 2 with the reason on stderr: the
+prompt, tool call or tool result is blocked). Stop and SubagentStop always fail open: blocking
+there would make the agent keep working. The default comes from hooks.failOpen in pixie.yaml
+(PIXIE_HOOKS_FAIL_OPEN); the flags override it.
+
+flags:`
+
+// Exit codes of the command adapter (Claude Code's command hook protocol).
+const (
+	hookExitOK    = 0 // the answer (or {}) is on stdout
+	hookExitBlock = 2 // blocked: stderr is the reason
+	hookExitUsage = 1 // bad flags or bad input: a non-blocking error for the host
+)
+
+// cmdHook runs `pixie hook claude`.
+func cmdHook(ctx context.Context, args []string) int {
+	return runHook(ctx, args, os.Stdin, os.Stdout, os.Stderr)
+}
+
+func runHook(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 || (args[0] != "claude" && args[0] != "codex") {
+		fmt.Fprintln(stderr, "pixie hook: the adapter is `pixie hook claude` (Codex uses the same wire format)")
+		return hookExitUsage
+	}
+	fs := flag.NewFlagSet("hook "+args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprintln(stderr, hookUsage); fs.PrintDefaults() }
+	var cf clientFlags
+	cf.add(fs)
+	preset := fs.String("preset", "", "the session's preset (default: hooks.defaultPreset of the server)")
+	timeout := fs.Duration("timeout", 0, "server call timeout (default hooks.timeout, 30s)")
+	failOpen := fs.Bool("fail-open", false, "when the server cannot answer, let the step go on")
+	failClosed := fs.Bool("fail-closed", false, "when the server cannot answer, block the step (exit 2)")
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return hookExitOK
+		}
+		return hookExitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "pixie hook: unexpected argument %q\n", fs.Arg(0))
+		return hookExitUsage
+	}
+	if *failOpen && *failClosed {
+		fmt.Fprintln(stderr, "pixie hook: --fail-open and --fail-closed exclude each other")
+		return hookExitUsage
+	}
+	if err := hooks.CheckPreset(*preset); err != nil {
+		fmt.Fprintln(stderr, "pixie hook:", err)
+		return hookExitUsage
+	}
+
+	input, err := io.ReadAll(io.LimitReader(stdin, hooks.MaxInputSize+1))
+	if err != nil {
+		fmt.Fprintln(stderr, "pixie hook: read stdin:", err)
+		return hookExitUsage
+	}
+	if len(input) > hooks.MaxInputSize {
+		fmt.Fprintf(stderr, "pixie hook: the hook input is over %d bytes\n", hooks.MaxInputSize)
+		return hookExitUsage
+	}
+	var head struct {
+		Event string `json:"hook_event_name"`
+	}
+	if err := json.Unmarshal(input, &head); err != nil || head.Event == "" {
+		fmt.Fprintln(stderr, "pixie hook: stdin is not a hook input (a JSON object with hook_event_name)")
+		return hookExitUsage
+	}
+	if !hooks.IsHandled(head.Event) {
+		fmt.Fprintln(stdout, "{}")
+		return hookExitOK
+	}
+
+	// Settings: flags, then the configuration (file and PIXIE_* environment).
+	open, limit := false, 30*time.Second
+	if home, err := config.ResolveHome(cf.home, os.Getenv); err == nil {
+		if c, err := config.Load(home, os.Getenv, os.Environ(), nil); err == nil {
+			open, limit = c.Hooks.FailOpen, c.Hooks.Timeout
+		} else {
+			fmt.Fprintln(stderr, "pixie hook: configuration ignored:", err)
+		}
+	}
+	switch {
+	case *failOpen:
+		open = true
+	case *failClosed:
+		open = false
+	}
+	if *timeout > 0 {
+		limit = *timeout
+	}
+	if limit <= 0 {
+		limit = 30 * time.Second
+	}
+	if head.Event == hooks.EventStop || head.Event == hooks.EventSubagentStop {
+		open = true
+	}
+
+	answer, err := hookCall(ctx, cf, *preset, input, limit)
+	if errs.Is(err, errs.TooLarge) {
+		// Too large to check is not a server failure: the step goes on, and the user is told.
+		out := hooks.Output{SystemMessage: "Pixie did not check this step: " + err.Error()}
+		stdout.Write(out.Marshal())
+		fmt.Fprintln(stdout)
+		return hookExitOK
+	}
+	if err != nil {
+		if open {
+			fmt.Fprintf(stderr, "pixie hook: %v; failing open (the step goes on without Pixie)\n", err)
+			fmt.Fprintln(stdout, "{}")
+			return hookExitOK
+		}
+		fmt.Fprintf(stderr, "Pixie could not check this step, so it is blocked (fail-closed): %v\n", err)
+		return hookExitBlock
+	}
+	stdout.Write(bytes.TrimSpace(answer))
+	fmt.Fprintln(stdout)
+	return hookExitOK
+}
+
+// hookCall posts the input to the server within limit and returns the answer body.
+func hookCall(ctx context.Context, cf clientFlags, preset string, input []byte, limit time.Duration) ([]byte, error) {
+	if cf.token == "" && os.Getenv("PIXIE_ADMIN_TOKEN") == "" {
+		cf.token = os.Getenv("PIXIE_TOKEN")
+	}
+	c, err := newClient(cf)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	path := "/v1/hooks/claude-code"
+	if preset != "" {
+		path += "?preset=" + url.QueryEscape(preset)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(input))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	var out bytes.Buffer
+	if err := c.send(req, &out); err != nil {
+		if ctx.Err() == context.DeadlineExceeded {
+			return nil, fmt.Errorf("the Pixie server at %s did not answer within %s", c.base, limit)
+		}
+		return nil, err
+	}
+	if !json.Valid(out.Bytes()) {
+		return nil, fmt.Errorf("the Pixie server at %s answered something that is not JSON", c.base)
+	}
+	return out.Bytes(), nil
+}

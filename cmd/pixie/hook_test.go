@@ -1,0 +1,222 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pixie-dev/pixie/internal/hooks"
+	"github.com/pixie-dev/pixie/internal/testutil"
+)
+
+// hookFixture reads a hook input from internal/hooks/testdata, with overrides.
+func hookFixture(t testing.TB, name string, set map[string]any) []byte {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "..", "internal", "hooks", "testdata", "input", name+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range set {
+		m[k] = v
+	}
+	out, _ := json.Marshal(m)
+	return out
+}
+
+// hookRun is one run of the command adapter.
+type hookRun struct {
+	stdout, stderr string
+	code           int
+	took           time.Duration
+}
+
+// runHookCmd runs the real binary as a command hook: input on stdin, env added to a clean
+// environment.
+func runHookCmd(t testing.TB, input []byte, env []string, args ...string) hookRun {
+	t.Helper()
+	return runWith(t, "", input, append(hookEnv(), env...), append([]string{"hook", "claude"}, args...)...)
+}
+
+// runIn runs the real binary in dir with exactly env.
+func runIn(t testing.TB, dir string, env []string, args ...string) hookRun {
+	t.Helper()
+	return runWith(t, dir, nil, env, args...)
+}
+
+func runWith(t testing.TB, dir string, input []byte, env []string, args ...string) hookRun {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, testutil.PixieBinary(t), args...)
+	cmd.Env = env
+	cmd.Dir = dir
+	cmd.Stdin = bytes.NewReader(input)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	start := time.Now()
+	err := cmd.Run()
+	r := hookRun{stdout: out.String(), stderr: errb.String(), took: time.Since(start)}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	case err != nil:
+		t.Fatal(err)
+	}
+	return r
+}
+
+// hookEnv is the environment without Pixie settings or provider keys.
+func hookEnv() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "PIXIE_") || strings.HasSuffix(k, "_API_KEY") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+func TestHookCommandLiveServer(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "home")
+	p := testutil.StartServer(t, home, nil)
+	defer p.Stop(t)
+	tok := p.Token(t)
+	api := hintHTTP{url: p.URL, token: tok, c: &http.Client{Timeout: 10 * time.Second}}
+	if st, err := api.call("POST", "/v1/hints", map[string]any{"text": "use the staging database", "sessionId": "cmd-live"}, nil); err != nil || st != 200 {
+		t.Fatalf("put hint: %d %v", st, err)
+	}
+	// The token comes from PIXIE_TOKEN, as Claude Code's environment would carry it; the home
+	// is elsewhere so the token file cannot be what is used.
+	env := []string{"PIXIE_SERVER_URL=" + p.URL, "PIXIE_TOKEN=" + tok, "PIXIE_HOME=" + t.TempDir()}
+
+	r := runHookCmd(t, hookFixture(t, "post_tool_use", map[string]any{"session_id": "cmd-live"}), env, "--preset", "default")
+	var out hooks.Output
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &out) != nil || out.HookSpecificOutput == nil ||
+		!strings.Contains(out.HookSpecificOutput.AdditionalContext, "1. use the staging database") {
+		t.Fatalf("PostToolUse: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	// Taken exactly once.
+	r = runHookCmd(t, hookFixture(t, "post_tool_use", map[string]any{"session_id": "cmd-live"}), env)
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "{}" {
+		t.Fatalf("second PostToolUse: exit %d stdout %s stderr %s", r.code, r.stdout, r.stderr)
+	}
+	// UserPromptSubmit starts the turn, Stop ends it.
+	r = runHookCmd(t, hookFixture(t, "user_prompt_submit", map[string]any{"session_id": "cmd-live"}), env)
+	if r.code != 0 {
+		t.Fatalf("UserPromptSubmit: exit %d %s", r.code, r.stderr)
+	}
+	var status struct {
+		Running bool `json:"running"`
+	}
+	if st, err := api.call("POST", "/v1/tools/hint_status", map[string]any{"sessionId": "cmd-live"}, &status); err != nil || st != 200 || !status.Running {
+		t.Fatalf("after UserPromptSubmit: %d %v running=%v", st, err, status.Running)
+	}
+	if r = runHookCmd(t, hookFixture(t, "stop", map[string]any{"session_id": "cmd-live"}), env); r.code != 0 {
+		t.Fatalf("Stop: exit %d %s", r.code, r.stderr)
+	}
+	if st, err := api.call("POST", "/v1/tools/hint_status", map[string]any{"sessionId": "cmd-live"}, &status); err != nil || st != 200 || status.Running {
+		t.Fatalf("after Stop: %d %v running=%v", st, err, status.Running)
+	}
+
+	// A wrong token is a failure: fail closed blocks with the reason on stderr.
+	bad := []string{"PIXIE_SERVER_URL=" + p.URL, "PIXIE_TOKEN=wrong", "PIXIE_HOME=" + t.TempDir()}
+	r = runHookCmd(t, hookFixture(t, "pre_tool_use", nil), bad, "--fail-closed")
+	if r.code != 2 || !strings.Contains(r.stderr, "401") || r.stdout != "" {
+		t.Fatalf("wrong token, fail closed: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if strings.Contains(r.stderr, "wrong") {
+		t.Fatal("the token appears on stderr")
+	}
+	// Input the server refuses is a failure too; input that is not a hook input at all is a
+	// usage error (exit 1, a non-blocking error for the host).
+	r = runHookCmd(t, []byte(`{"hook_event_name":"PreToolUse","session_id":"x"}`), env, "--fail-closed")
+	if r.code != 2 || !strings.Contains(r.stderr, "tool_name") {
+		t.Fatalf("input the server refuses, fail closed: exit %d stderr %q", r.code, r.stderr)
+	}
+	r = runHookCmd(t, []byte(`not json`), env)
+	if r.code != 1 || !strings.Contains(r.stderr, "not a hook input") {
+		t.Fatalf("not JSON: exit %d stderr %q", r.code, r.stderr)
+	}
+}
+
+func TestHookCommandServerDown(t *testing.T) {
+	down := "http://" + testutil.FreeAddr(t) // nothing listens there
+	base := []string{"PIXIE_SERVER_URL=" + down, "PIXIE_TOKEN=t", "PIXIE_HOME=" + t.TempDir()}
+	pre := hookFixture(t, "pre_tool_use", nil)
+
+	r := runHookCmd(t, pre, base, "--fail-open")
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "{}" || !strings.Contains(r.stderr, "failing open") {
+		t.Errorf("fail open: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	r = runHookCmd(t, pre, base, "--fail-closed")
+	if r.code != 2 || r.stdout != "" || !strings.Contains(r.stderr, "cannot reach the Pixie server") {
+		t.Errorf("fail closed: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	// The default is the configuration: hooks.failOpen false (closed) …
+	if r = runHookCmd(t, pre, base); r.code != 2 {
+		t.Errorf("default (closed): exit %d", r.code)
+	}
+	// … and PIXIE_HOOKS_FAIL_OPEN turns it open.
+	if r = runHookCmd(t, pre, append(base, "PIXIE_HOOKS_FAIL_OPEN=true")); r.code != 0 || strings.TrimSpace(r.stdout) != "{}" {
+		t.Errorf("PIXIE_HOOKS_FAIL_OPEN=true: exit %d stdout %q", r.code, r.stdout)
+	}
+	// Stop never fails closed: blocking would make the agent keep working.
+	if r = runHookCmd(t, hookFixture(t, "stop", nil), base, "--fail-closed"); r.code != 0 || strings.TrimSpace(r.stdout) != "{}" {
+		t.Errorf("Stop, fail closed: exit %d stdout %q", r.code, r.stdout)
+	}
+	// Unhandled events answer {} without the server.
+	if r = runHookCmd(t, hookFixture(t, "notification", nil), base, "--fail-closed"); r.code != 0 || strings.TrimSpace(r.stdout) != "{}" || r.stderr != "" {
+		t.Errorf("Notification: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if r = runHookCmd(t, pre, base, "--fail-open", "--fail-closed"); r.code != 1 {
+		t.Errorf("both flags: exit %d", r.code)
+	}
+}
+
+// TestHookCommandTimeout: a server that accepts the connection but never answers is given up
+// on within the timeout.
+func TestHookCommandTimeout(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // hold it open, never answer
+		}
+	}()
+	env := []string{"PIXIE_SERVER_URL=http://" + ln.Addr().String(), "PIXIE_TOKEN=t", "PIXIE_HOME=" + t.TempDir()}
+	r := runHookCmd(t, hookFixture(t, "pre_tool_use", nil), env, "--timeout", "1s", "--fail-closed")
+	if r.code != 2 || !strings.Contains(r.stderr, "did not answer within 1s") {
+		t.Fatalf("exit %d stderr %q", r.code, r.stderr)
+	}
+	if r.took > 10*time.Second {
+		t.Fatalf("took %s with a 1s timeout", r.took)
+	}
+	env = append(env, "PIXIE_HOOKS_TIMEOUT=1s", "PIXIE_HOOKS_FAIL_OPEN=true")
+	r = runHookCmd(t, hookFixture(t, "pre_tool_use", nil), env)
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "{}" || !strings.Contains(r.stderr, "within 1s") {
+		t.Fatalf("hooks.timeout from the environment: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+}

@@ -1,0 +1,404 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/pixie-dev/pixie/internal/agentskill"
+	"github.com/pixie-dev/pixie/internal/config"
+	"github.com/pixie-dev/pixie/internal/hooks"
+)
+
+func init() {
+	register(verb{name: "init", usage: "set up an agent host: pixie init claude [--write] [--user] [--preset P] [--command]", run: cmdInit})
+}
+
+const initUsage = `usage: pixie init claude [flags]
+
+Prints the Claude Code settings that connect a project to Pixie: the hooks block for
+.claude/settings.json (http hooks to POST /v1/hooks/claude-code, or command hooks running
+pixie hook claude with --command) and the MCP server entry for .mcp.json (pixie mcp). With
+--write it merges them into those files (other entries are kept) and installs the agent skill
+pixie-gate-guide into .claude/skills/. With --user it targets ~/.claude/settings.json and
+~/.claude/skills instead, and prints the claude mcp add command for the user scope.
+
+flags:`
+
+// hookEvents are the Claude Code events Pixie handles, in the order they are written.
+var hookEvents = []string{hooks.EventUserPromptSubmit, hooks.EventPreToolUse, hooks.EventPostToolUse, hooks.EventStop, hooks.EventSubagentStop}
+
+// hookTimeoutSeconds is the hook timeout written into the settings: above the default gate
+// time limit (60 s), so a slow model gate still decides.
+const hookTimeoutSeconds = 90
+
+// initOptions are what the settings are built from.
+type initOptions struct {
+	serverURL string // http://127.0.0.1:7777
+	preset    string
+	command   bool   // command hooks instead of http hooks
+	pixie     string // how to invoke the pixie binary
+}
+
+// cmdInit runs `pixie init claude`.
+func cmdInit(ctx context.Context, args []string) int {
+	return runInit(ctx, args, os.Stdout, os.Stderr)
+}
+
+func runInit(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] != "claude" {
+		fmt.Fprintln(stderr, "pixie init: the agent host is `claude` (Claude Code): pixie init claude [--write]")
+		return 2
+	}
+	fs := flag.NewFlagSet("init claude", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprintln(stderr, initUsage); fs.PrintDefaults() }
+	write := fs.Bool("write", false, "write the settings, the MCP entry and the agent skill (default: print them)")
+	user := fs.Bool("user", false, "target the user's Claude Code folder (~/.claude) instead of the project")
+	preset := fs.String("preset", "", "the preset the hooks name (default hooks.defaultPreset)")
+	command := fs.Bool("command", false, "command hooks (pixie hook claude) instead of http hooks")
+	project := fs.String("dir", "", "the project folder (default: the current directory)")
+	skillDir := fs.String("skill-dir", "", "the skills folder the agent skill goes into (default hooks.skillDir, else .claude/skills)")
+	serverURL := fs.String("url", "", "the Pixie server URL (default $PIXIE_SERVER_URL, else http://<addr> from the configuration)")
+	home := fs.String("home", "", "Pixie home (default $PIXIE_HOME, else ~/.pixie)")
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "pixie init: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	h, err := config.ResolveHome(*home, os.Getenv)
+	if err != nil {
+		return failTo(stderr, err)
+	}
+	cfg, err := config.Load(h, os.Getenv, os.Environ(), nil)
+	if err != nil {
+		return failTo(stderr, err)
+	}
+	o := initOptions{serverURL: *serverURL, preset: *preset, command: *command, pixie: pixieCommand()}
+	if o.serverURL == "" {
+		o.serverURL = os.Getenv("PIXIE_SERVER_URL")
+	}
+	if o.serverURL == "" {
+		o.serverURL = "http://" + cfg.Addr
+	}
+	o.serverURL = strings.TrimRight(o.serverURL, "/")
+	if u, err := url.Parse(o.serverURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return failTo(stderr, fmt.Errorf("the server URL %q is not an http(s) URL", o.serverURL))
+	}
+	if o.preset == "" {
+		o.preset = cfg.Hooks.DefaultPreset
+	}
+	if err := hooks.CheckPreset(o.preset); err != nil {
+		return failTo(stderr, err)
+	}
+
+	settings := claudeHooks(o)
+	mcpEntry := mcpServerEntry(o)
+	if !*write {
+		printInit(stdout, o, settings, mcpEntry, *user, filepath.Join(h, "token"))
+		return 0
+	}
+
+	// Where things go.
+	base := *project
+	if base == "" {
+		if base, err = os.Getwd(); err != nil {
+			return failTo(stderr, err)
+		}
+	}
+	claudeDir := filepath.Join(base, ".claude")
+	if *user {
+		uh, err := os.UserHomeDir()
+		if err != nil {
+			return failTo(stderr, err)
+		}
+		claudeDir = filepath.Join(uh, ".claude")
+	}
+	skills := *skillDir
+	if skills == "" && cfg.Hooks.SkillDir != "" {
+		if skills, err = config.ExpandPath(cfg.Hooks.SkillDir); err != nil {
+			return failTo(stderr, err)
+		}
+	}
+	if skills == "" {
+		skills = filepath.Join(claudeDir, "skills")
+	}
+
+	settingsPath := filepath.Join(claudeDir, "settings.json")
+	if err := mergeJSONFile(settingsPath, func(m map[string]any) error { return mergeHooks(m, settings) }); err != nil {
+		return failTo(stderr, err)
+	}
+	fmt.Fprintln(stdout, "wrote the Pixie hooks into", settingsPath)
+	if *user {
+		fmt.Fprintln(stdout, "add the MCP server for every project with:")
+		fmt.Fprintf(stdout, "  claude mcp add --scope user pixie -e PIXIE_SERVER_URL=%s -- %s mcp\n", o.serverURL, o.pixie)
+	} else {
+		mcpPath := filepath.Join(base, ".mcp.json")
+		if err := mergeJSONFile(mcpPath, func(m map[string]any) error { return mergeMCP(m, mcpEntry) }); err != nil {
+			return failTo(stderr, err)
+		}
+		fmt.Fprintln(stdout, "wrote the pixie MCP server into", mcpPath)
+	}
+	dir := filepath.Join(skills, agentskill.Name)
+	rep, err := agentskill.Install(dir, version)
+	if err != nil {
+		return failTo(stderr, err)
+	}
+	if err := agentskill.Record(h, dir); err != nil {
+		fmt.Fprintln(stderr, "pixie init: the skill is installed but `pixie serve` will not keep it updated:", err)
+	}
+	fmt.Fprintf(stdout, "installed the agent skill into %s (written %d, updated %d, unchanged %d, kept as you edited them: %s)\n",
+		dir, len(rep.Written), len(rep.Updated), len(rep.Unchanged), listOrNone(rep.Kept))
+	if !o.command {
+		fmt.Fprintln(stdout, "the http hooks send $PIXIE_TOKEN: start Claude Code with it set, for example")
+		fmt.Fprintf(stdout, "  export PIXIE_TOKEN=\"$(cat %s)\"\n", filepath.Join(h, "token"))
+	}
+	return 0
+}
+
+func listOrNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
+}
+
+// pixieCommand is how settings invoke this binary: "pixie" when that is what PATH finds,
+// otherwise its absolute path.
+func pixieCommand() string {
+	self, err := os.Executable()
+	if err != nil {
+		return "pixie"
+	}
+	if self, err = filepath.EvalSymlinks(self); err != nil {
+		return "pixie"
+	}
+	if p, err := exec.LookPath("pixie"); err == nil {
+		if p, err = filepath.EvalSymlinks(p); err == nil && p == self {
+			return "pixie"
+		}
+	}
+	return self
+}
+
+// claudeHooks builds the "hooks" object of Claude Code's settings.
+func claudeHooks(o initOptions) map[string]any {
+	out := map[string]any{}
+	for _, ev := range hookEvents {
+		var h map[string]any
+		if o.command {
+			h = map[string]any{
+				"type":    "command",
+				"command": fmt.Sprintf("%s hook claude --preset %s --timeout %ds", shellQuote(o.pixie), o.preset, hookTimeoutSeconds-5),
+				"timeout": hookTimeoutSeconds,
+			}
+		} else {
+			h = map[string]any{
+				"type":           "http",
+				"url":            o.serverURL + "/v1/hooks/claude-code?preset=" + url.QueryEscape(o.preset),
+				"headers":        map[string]any{"Authorization": "Bearer $PIXIE_TOKEN"},
+				"allowedEnvVars": []any{"PIXIE_TOKEN"},
+				"timeout":        hookTimeoutSeconds,
+			}
+		}
+		group := map[string]any{"hooks": []any{h}}
+		if ev == hooks.EventPreToolUse || ev == hooks.EventPostToolUse {
+			group["matcher"] = "*"
+		}
+		out[ev] = []any{group}
+	}
+	return out
+}
+
+// mcpServerEntry is the pixie entry of .mcp.json's mcpServers.
+func mcpServerEntry(o initOptions) map[string]any {
+	return map[string]any{
+		"type":    "stdio",
+		"command": o.pixie,
+		"args":    []any{"mcp"},
+		"env":     map[string]any{"PIXIE_SERVER_URL": o.serverURL},
+	}
+}
+
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '/' || r == '.' || r == '-' || r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// isPixieHook reports whether a hook handler of the settings is one Pixie wrote.
+func isPixieHook(h any) bool {
+	m, ok := h.(map[string]any)
+	if !ok {
+		return false
+	}
+	if u, ok := m["url"].(string); ok && strings.Contains(u, "/v1/hooks/claude-code") {
+		return true
+	}
+	c, _ := m["command"].(string)
+	return strings.Contains(c, " hook claude")
+}
+
+// mergeHooks puts Pixie's hooks into settings: for each event, Pixie's handlers already there
+// are replaced (so a second run updates the preset or the URL), and every other hook is kept.
+func mergeHooks(settings map[string]any, ours map[string]any) error {
+	all, _ := settings["hooks"].(map[string]any)
+	if settings["hooks"] != nil && all == nil {
+		return errors.New(`"hooks" is not a JSON object`)
+	}
+	if all == nil {
+		all = map[string]any{}
+	}
+	for _, ev := range hookEvents {
+		cur, _ := all[ev].([]any)
+		if all[ev] != nil && cur == nil {
+			return fmt.Errorf(`"hooks.%s" is not a JSON array`, ev)
+		}
+		var kept []any
+		for _, g := range cur {
+			gm, ok := g.(map[string]any)
+			if !ok {
+				kept = append(kept, g)
+				continue
+			}
+			hs, _ := gm["hooks"].([]any)
+			var rest []any
+			for _, h := range hs {
+				if !isPixieHook(h) {
+					rest = append(rest, h)
+				}
+			}
+			if len(hs) > 0 && len(rest) == 0 {
+				continue // the group held only Pixie's hook
+			}
+			if len(rest) != len(hs) {
+				c := map[string]any{}
+				for k, v := range gm {
+					c[k] = v
+				}
+				c["hooks"] = rest
+				gm = c
+			}
+			kept = append(kept, gm)
+		}
+		all[ev] = append(kept, ours[ev].([]any)...)
+	}
+	settings["hooks"] = all
+	return nil
+}
+
+// mergeMCP puts the pixie entry into .mcp.json's mcpServers, keeping the other servers.
+func mergeMCP(doc map[string]any, entry map[string]any) error {
+	servers, _ := doc["mcpServers"].(map[string]any)
+	if doc["mcpServers"] != nil && servers == nil {
+		return errors.New(`"mcpServers" is not a JSON object`)
+	}
+	if servers == nil {
+		servers = map[string]any{}
+	}
+	servers["pixie"] = entry
+	doc["mcpServers"] = servers
+	return nil
+}
+
+// mergeJSONFile applies change to the JSON object in path (an absent file is {}) and writes it
+// back atomically. A file that is not a JSON object is left alone and reported.
+func mergeJSONFile(path string, change func(map[string]any) error) error {
+	doc := map[string]any{}
+	raw, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return err
+	default:
+		if len(bytes.TrimSpace(raw)) > 0 {
+			dec := json.NewDecoder(bytes.NewReader(raw))
+			dec.UseNumber()
+			if err := dec.Decode(&doc); err != nil || doc == nil {
+				return fmt.Errorf("%s is not a JSON object (left unchanged): %v", path, err)
+			}
+		}
+	}
+	if err := change(doc); err != nil {
+		return fmt.Errorf("%s: %w (left unchanged)", path, err)
+	}
+	out, err := marshalIndent(doc)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	_, werr := tmp.Write(out)
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
+	}
+	mode := os.FileMode(0o644)
+	if st, err := os.Stat(path); err == nil {
+		mode = st.Mode().Perm()
+	}
+	if werr == nil {
+		werr = os.Chmod(tmp.Name(), mode)
+	}
+	if werr == nil {
+		werr = os.Rename(tmp.Name(), path)
+	}
+	if werr != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write %s: %w", path, werr)
+	}
+	return nil
+}
+
+// marshalIndent encodes v with two-space indentation, without HTML escaping.
+func marshalIndent(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+func printInit(w io.Writer, o initOptions, settings, mcpEntry map[string]any, user bool, tokenFile string) {
+	where := ".claude/settings.json"
+	if user {
+		where = "~/.claude/settings.json"
+	}
+	s, _ := marshalIndent(map[string]any{"hooks": settings})
+	fmt.Fprintf(w, "# %s: the Pixie hooks (merge into \"hooks\"; pixie init claude --write does it)\n%s\n", where, s)
+	if user {
+		fmt.Fprintf(w, "# the MCP server, for every project:\nclaude mcp add --scope user pixie -e PIXIE_SERVER_URL=%s -- %s mcp\n", o.serverURL, o.pixie)
+	} else {
+		m, _ := marshalIndent(map[string]any{"mcpServers": map[string]any{"pixie": mcpEntry}})
+		fmt.Fprintf(w, "# .mcp.json: the Pixie MCP server (hint_send, hint_status, judge)\n%s\n", m)
+	}
+	if !o.command {
+		fmt.Fprintln(w, "# the http hooks send $PIXIE_TOKEN: start Claude Code with the admin token in it, e.g.")
+		fmt.Fprintf(w, "#   export PIXIE_TOKEN=\"$(cat %s)\"\n", tokenFile)
+	}
+}

@@ -1,0 +1,206 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pixie-dev/pixie/internal/agentskill"
+)
+
+func TestMergeHooks(t *testing.T) {
+	o := initOptions{serverURL: "http://127.0.0.1:7777", preset: "default", pixie: "pixie"}
+	settings := map[string]any{
+		"permissions": map[string]any{"allow": []any{"Bash(go test:*)"}},
+		"hooks": map[string]any{
+			"PreToolUse": []any{
+				map[string]any{"matcher": "Bash", "hooks": []any{map[string]any{"type": "command", "command": "./lint.sh"}}},
+			},
+			"Notification": []any{map[string]any{"hooks": []any{map[string]any{"type": "command", "command": "notify-send hi"}}}},
+		},
+	}
+	if err := mergeHooks(settings, claudeHooks(o)); err != nil {
+		t.Fatal(err)
+	}
+	// Again, with another preset and as command hooks: Pixie's entries are replaced, not added.
+	o.preset, o.command = "strict", true
+	if err := mergeHooks(settings, claudeHooks(o)); err != nil {
+		t.Fatal(err)
+	}
+	hs := settings["hooks"].(map[string]any)
+	pre := hs["PreToolUse"].([]any)
+	if len(pre) != 2 {
+		t.Fatalf("PreToolUse groups: %d, want the user's and Pixie's", len(pre))
+	}
+	if c := pre[0].(map[string]any)["hooks"].([]any)[0].(map[string]any)["command"]; c != "./lint.sh" {
+		t.Errorf("the user's hook changed: %v", c)
+	}
+	ours := pre[1].(map[string]any)
+	h := ours["hooks"].([]any)[0].(map[string]any)
+	if ours["matcher"] != "*" || h["type"] != "command" || h["command"] != "pixie hook claude --preset strict --timeout 85s" {
+		t.Errorf("Pixie's PreToolUse hook: %v", ours)
+	}
+	for _, ev := range hookEvents {
+		n := 0
+		for _, g := range hs[ev].([]any) {
+			for _, h := range g.(map[string]any)["hooks"].([]any) {
+				if isPixieHook(h) {
+					n++
+				}
+			}
+		}
+		if n != 1 {
+			t.Errorf("%s has %d Pixie hooks, want 1", ev, n)
+		}
+	}
+	if hs["Notification"] == nil || settings["permissions"] == nil {
+		t.Error("unrelated settings were dropped")
+	}
+	if err := mergeHooks(map[string]any{"hooks": []any{}}, claudeHooks(o)); err == nil {
+		t.Error("a hooks value that is not an object was overwritten")
+	}
+}
+
+func TestClaudeHooksHTTP(t *testing.T) {
+	h := claudeHooks(initOptions{serverURL: "http://127.0.0.1:7777", preset: "default", pixie: "pixie"})
+	stop := h["Stop"].([]any)[0].(map[string]any)
+	if _, has := stop["matcher"]; has {
+		t.Error("Stop has a matcher")
+	}
+	hook := stop["hooks"].([]any)[0].(map[string]any)
+	if hook["type"] != "http" || hook["url"] != "http://127.0.0.1:7777/v1/hooks/claude-code?preset=default" ||
+		hook["headers"].(map[string]any)["Authorization"] != "Bearer $PIXIE_TOKEN" {
+		t.Errorf("Stop hook: %v", hook)
+	}
+	if env := hook["allowedEnvVars"].([]any); len(env) != 1 || env[0] != "PIXIE_TOKEN" {
+		t.Errorf("allowedEnvVars: %v", env)
+	}
+}
+
+func TestMergeJSONFileRefusesNonObject(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "settings.json")
+	if err := os.WriteFile(path, []byte("// not json\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := mergeJSONFile(path, func(map[string]any) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), "left unchanged") {
+		t.Fatalf("err = %v", err)
+	}
+	if raw, _ := os.ReadFile(path); string(raw) != "// not json\n" {
+		t.Fatal("file changed")
+	}
+}
+
+func TestInitClaudeWrite(t *testing.T) {
+	proj := t.TempDir()
+	home := filepath.Join(t.TempDir(), "pixie-home")
+	env := []string{"PIXIE_HOME=" + home, "HOME=" + t.TempDir()}
+	// An existing project: its settings and MCP servers must survive.
+	if err := os.MkdirAll(filepath.Join(proj, ".claude"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	existing := `{"model":"opus","hooks":{"Stop":[{"hooks":[{"type":"command","command":"say done"}]}]}}`
+	if err := os.WriteFile(filepath.Join(proj, ".claude", "settings.json"), []byte(existing), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(proj, ".mcp.json"), []byte(`{"mcpServers":{"other":{"command":"other-mcp"}}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// Without --write nothing is written.
+	out, code := runInitIn(t, proj, env, "init", "claude", "--preset", "review", "--url", "http://127.0.0.1:9999")
+	if code != 0 || !strings.Contains(out, `"url": "http://127.0.0.1:9999/v1/hooks/claude-code?preset=review"`) || !strings.Contains(out, `"mcpServers"`) {
+		t.Fatalf("print: %d\n%s", code, out)
+	}
+	if raw, _ := os.ReadFile(filepath.Join(proj, ".claude", "settings.json")); string(raw) != existing {
+		t.Fatal("printing changed the settings")
+	}
+
+	for run := 0; run < 2; run++ {
+		out, code = runInitIn(t, proj, env, "init", "claude", "--write", "--preset", "review", "--url", "http://127.0.0.1:9999")
+		if code != 0 {
+			t.Fatalf("write (run %d): %d\n%s", run, code, out)
+		}
+	}
+	var settings map[string]any
+	readJSON(t, filepath.Join(proj, ".claude", "settings.json"), &settings)
+	if settings["model"] != "opus" {
+		t.Error("the project's model setting was dropped")
+	}
+	stop := settings["hooks"].(map[string]any)["Stop"].([]any)
+	if len(stop) != 2 || !strings.Contains(mustJSON(stop[0]), "say done") || !strings.Contains(mustJSON(stop[1]), "preset=review") {
+		t.Errorf("Stop hooks after two writes: %s", mustJSON(stop))
+	}
+	var mcpDoc map[string]any
+	readJSON(t, filepath.Join(proj, ".mcp.json"), &mcpDoc)
+	servers := mcpDoc["mcpServers"].(map[string]any)
+	if servers["other"] == nil || servers["pixie"] == nil {
+		t.Fatalf("mcpServers: %s", mustJSON(servers))
+	}
+	px := servers["pixie"].(map[string]any)
+	if args := px["args"].([]any); len(args) != 1 || args[0] != "mcp" || px["env"].(map[string]any)["PIXIE_SERVER_URL"] != "http://127.0.0.1:9999" {
+		t.Errorf("pixie MCP entry: %s", mustJSON(px))
+	}
+	// The skill is installed, and recorded for updates at server start.
+	dir := filepath.Join(proj, ".claude", "skills", agentskill.Name)
+	for _, f := range agentskill.Files() {
+		want, _ := agentskill.Content(f)
+		if got, err := os.ReadFile(filepath.Join(dir, f)); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("skill file %s: %v", f, err)
+		}
+	}
+	if dirs, err := agentskill.Recorded(home); err != nil || len(dirs) != 1 {
+		t.Errorf("recorded skill folders: %v %v", dirs, err)
+	}
+	if !strings.Contains(out, "unchanged 2") {
+		t.Errorf("second run did not report the skill unchanged:\n%s", out)
+	}
+	if strings.Contains(out, "PIXIE_TOKEN=") && !strings.Contains(out, "$(cat ") {
+		t.Error("the token value was printed")
+	}
+}
+
+func TestInitClaudeUser(t *testing.T) {
+	userHome := t.TempDir()
+	env := []string{"PIXIE_HOME=" + filepath.Join(t.TempDir(), "ph"), "HOME=" + userHome}
+	out, code := runInitIn(t, t.TempDir(), env, "init", "claude", "--write", "--user", "--command")
+	if code != 0 || !strings.Contains(out, "claude mcp add --scope user pixie") {
+		t.Fatalf("%d\n%s", code, out)
+	}
+	var settings map[string]any
+	readJSON(t, filepath.Join(userHome, ".claude", "settings.json"), &settings)
+	if !strings.Contains(mustJSON(settings), "hook claude --preset default") {
+		t.Errorf("user settings: %s", mustJSON(settings))
+	}
+	if _, err := os.Stat(filepath.Join(userHome, ".claude", "skills", agentskill.Name, "SKILL.md")); err != nil {
+		t.Error(err)
+	}
+	if _, code := runInitIn(t, t.TempDir(), env, "init", "claude", "--preset", "../x"); code == 0 {
+		t.Error("a bad preset name was accepted")
+	}
+}
+
+func runInitIn(t *testing.T, dir string, env []string, args ...string) (string, int) {
+	t.Helper()
+	r := runIn(t, dir, append(hookEnv(), env...), args...)
+	return r.stdout + r.stderr, r.code
+}
+
+func readJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}
+
+func mustJSON(v any) string {
+	raw, _ := json.Marshal(v)
+	return string(raw)
+}

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/pixie-dev/pixie/internal/testutil"
+)
+
+// mcpSession starts `pixie mcp` as the go-sdk's own client starts a stdio server.
+func mcpSession(t *testing.T, env []string, args ...string) *mcp.ClientSession {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.Command(testutil.PixieBinary(t), append([]string{"mcp"}, args...)...)
+	cmd.Env = append(hookEnv(), env...)
+	client := mcp.NewClient(&mcp.Implementation{Name: "pixie-test", Version: "1"}, nil)
+	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// toolJSON calls a tool and decodes its structured result; it fails the test on a tool error.
+func toolJSON(t *testing.T, cs *mcp.ClientSession, name string, args any, out any) {
+	t.Helper()
+	res := callTool(t, cs, name, args)
+	if res.IsError {
+		t.Fatalf("%s: tool error %s", name, toolText(res))
+	}
+	raw, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		t.Fatalf("%s: %v in %s", name, err, raw)
+	}
+	if toolText(res) == "" {
+		t.Errorf("%s: no text content", name)
+	}
+}
+
+func callTool(t *testing.T, cs *mcp.ClientSession, name string, args any) *mcp.CallToolResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return res
+}
+
+func toolText(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+func TestMCPServer(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "home")
+	p := testutil.StartServer(t, home, nil)
+	defer p.Stop(t)
+	// The token comes from the home's token file, as on the server's machine.
+	cs := mcpSession(t, []string{"PIXIE_SERVER_URL=" + p.URL, "PIXIE_HOME=" + home}, "--session", "mcp-s1")
+
+	tools, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range tools.Tools {
+		names = append(names, tl.Name)
+		if tl.Description == "" || tl.InputSchema == nil {
+			t.Errorf("tool %s lacks a description or an input schema", tl.Name)
+		}
+	}
+	sort.Strings(names)
+	if strings.Join(names, ",") != "hint_send,hint_status,judge" {
+		t.Fatalf("tools: %v", names)
+	}
+
+	// hint_send without sessionId targets the calling session.
+	var sent struct {
+		OK        bool   `json:"ok"`
+		HintID    string `json:"hintId"`
+		SessionID string `json:"sessionId"`
+		Running   bool   `json:"running"`
+	}
+	toolJSON(t, cs, "hint_send", map[string]any{"text": "check the migration first"}, &sent)
+	if !sent.OK || sent.HintID == "" || sent.SessionID != "mcp-s1" || sent.Running {
+		t.Fatalf("hint_send: %+v", sent)
+	}
+	toolJSON(t, cs, "hint_send", map[string]any{"text": "for s2", "sessionId": "mcp-s2"}, &sent)
+	if sent.SessionID != "mcp-s2" {
+		t.Fatalf("hint_send to another session: %+v", sent)
+	}
+
+	// The server really holds them.
+	api := hintHTTP{url: p.URL, token: p.Token(t), c: &http.Client{Timeout: 10 * time.Second}}
+	var snap struct {
+		Pending []struct {
+			Text      string `json:"text"`
+			SessionID string `json:"sessionId"`
+		} `json:"pending"`
+	}
+	if st, err := api.call("GET", "/v1/hints/state", nil, &snap); err != nil || st != 200 || len(snap.Pending) != 2 ||
+		snap.Pending[0].SessionID != "mcp-s1" || snap.Pending[0].Text != "check the migration first" {
+		t.Fatalf("server state: %d %v %+v", st, err, snap)
+	}
+
+	// hint_status of the calling session, and of every session.
+	var status struct {
+		SessionID string `json:"sessionId"`
+		Pending   []struct {
+			Text string `json:"text"`
+		} `json:"pending"`
+	}
+	toolJSON(t, cs, "hint_status", map[string]any{}, &status)
+	if status.SessionID != "mcp-s1" || len(status.Pending) != 1 || status.Pending[0].Text != "check the migration first" {
+		t.Fatalf("hint_status: %+v", status)
+	}
+	toolJSON(t, cs, "hint_status", map[string]any{"sessionId": "*"}, &status)
+	if len(status.Pending) != 2 {
+		t.Fatalf("hint_status *: %+v", status)
+	}
+
+	// Errors of the server come back as tool errors with its message.
+	res := callTool(t, cs, "hint_send", map[string]any{"text": "   "})
+	if !res.IsError || !strings.Contains(toolText(res), "blank") {
+		t.Fatalf("blank hint: error=%v %q", res.IsError, toolText(res))
+	}
+	// Arguments outside the schema are refused by the SDK before reaching the server.
+	res, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "hint_send", Arguments: map[string]any{"text": 3}})
+	if err == nil && !res.IsError {
+		t.Fatal("a number as text was accepted")
+	}
+
+	// judge is a thin client of POST /v1/judge: without a configured engine the judgment fails,
+	// and the failure is a tool error, never an answer.
+	res = callTool(t, cs, "judge", map[string]any{
+		"state":     "Bonjour le monde",
+		"questions": map[string]any{"fr": map[string]any{"type": "noul", "instructions": "Is this text French?", "criteria": map[string]any{}}},
+	})
+	if !res.IsError || toolText(res) == "" {
+		t.Fatalf("judge without an engine: error=%v %q", res.IsError, toolText(res))
+	}
+}
+
+func TestMCPServerUnreachable(t *testing.T) {
+	cs := mcpSession(t, []string{"PIXIE_SERVER_URL=http://" + testutil.FreeAddr(t), "PIXIE_TOKEN=t", "PIXIE_HOME=" + t.TempDir()})
+	res := callTool(t, cs, "hint_status", map[string]any{})
+	if !res.IsError || !strings.Contains(toolText(res), "cannot reach the Pixie server") {
+		t.Fatalf("error=%v %q", res.IsError, toolText(res))
+	}
+}
