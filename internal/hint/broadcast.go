@@ -39,6 +39,11 @@ func newBroadcaster() *broadcaster { return &broadcaster{subs: map[*Subscription
 // publish hands one committed change to every subscriber. It encodes once and only appends to
 // each subscriber's mailbox, so its cost does not depend on how fast subscribers read.
 func (b *broadcaster) publish(snap Snapshot, acts []Action) {
+	// With nobody listening there is nothing to encode. A subscriber that registers after this
+	// check registers after the commit, so the snapshot Subscribe reads already holds the change.
+	if b.count() == 0 {
+		return
+	}
 	state, err := json.Marshal(snap)
 	if err != nil {
 		return // a Snapshot always encodes; nothing sensible to do otherwise
