@@ -33,6 +33,7 @@ import (
 	"github.com/pixie-dev/pixie/internal/hooks"
 	"github.com/pixie-dev/pixie/internal/pet"
 	"github.com/pixie-dev/pixie/internal/store"
+	"github.com/pixie-dev/pixie/runtime/modules"
 )
 
 // Config configures the server. The zero value works for tests (Token must be set to reach any
@@ -78,6 +79,10 @@ type Deps struct {
 	// Channel is the Lark channel: event webhook, binding, allowlist, pairing, Loci, Deliveries
 	// (routes in channel.go).
 	Channel *lark.Channel
+	// Modules is the WASM module registry (routes in modules.go).
+	Modules *modules.Registry
+	// ModuleInUse refuses deleting a module a saved gate uses (the gate service's check).
+	ModuleInUse modules.InUse
 }
 
 // Server is Pixie's HTTP server.
@@ -222,6 +227,7 @@ func (s *Server) routes() {
 	s.mountGates(s.v1)
 	s.mountHooks(s.v1)
 	s.mountPet(s.v1)
+	s.mountModules(s.v1)
 	s.mountChannel(s.v1, s.open)
 	s.mountHelper(s.open)
 	s.mountUI()
