@@ -21,17 +21,22 @@ import (
 )
 
 func init() {
-	register(verb{name: "init", usage: "set up an agent host: pixie init claude [--write] [--user] [--preset P] [--command]", run: cmdInit})
+	register(verb{name: "init", usage: "set up an agent host: pixie init claude|codex [--write] [--user] [--preset P] [--command]", run: cmdInit})
 }
 
-const initUsage = `usage: pixie init claude [flags]
+const initUsage = `usage: pixie init claude|codex [flags]
 
-Prints the Claude Code settings that connect a project to Pixie: the hooks block for
+claude: prints the Claude Code settings that connect a project to Pixie: the hooks block for
 .claude/settings.json (http hooks to POST /v1/hooks/claude-code, or command hooks running
 pixie hook claude with --command) and the MCP server entry for .mcp.json (pixie mcp). With
 --write it merges them into those files (other entries are kept) and installs the agent skill
 pixie-gate-guide into .claude/skills/. With --user it targets ~/.claude/settings.json and
 ~/.claude/skills instead, and prints the claude mcp add command for the user scope.
+
+codex: prints the Codex hooks (command hooks, for .codex/hooks.json) and the MCP entry for
+config.toml. With --write it merges the hooks into .codex/hooks.json (--user: ~/.codex/hooks.json)
+and installs the agent skill into .agents/skills/ (--user: ~/.agents/skills/); add the printed
+[mcp_servers.pixie] table to config.toml yourself.
 
 flags:`
 
@@ -50,17 +55,18 @@ type initOptions struct {
 	pixie     string // how to invoke the pixie binary
 }
 
-// cmdInit runs `pixie init claude`.
+// cmdInit runs `pixie init claude|codex`.
 func cmdInit(ctx context.Context, args []string) int {
 	return runInit(ctx, args, os.Stdout, os.Stderr)
 }
 
 func runInit(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] != "claude" {
-		fmt.Fprintln(stderr, "pixie init: the agent host is `claude` (Claude Code): pixie init claude [--write]")
+	if len(args) == 0 || (args[0] != "claude" && args[0] != "codex") {
+		fmt.Fprintln(stderr, "pixie init: the agent host is `claude` (Claude Code) or `codex`: pixie init claude [--write]")
 		return 2
 	}
-	fs := flag.NewFlagSet("init claude", flag.ContinueOnError)
+	codex := args[0] == "codex"
+	fs := flag.NewFlagSet("init "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprintln(stderr, initUsage); fs.PrintDefaults() }
 	write := fs.Bool("write", false, "write the settings, the MCP entry and the agent skill (default: print them)")
@@ -89,7 +95,7 @@ func runInit(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return failTo(stderr, err)
 	}
-	o := initOptions{serverURL: *serverURL, preset: *preset, command: *command, pixie: pixieCommand()}
+	o := initOptions{serverURL: *serverURL, preset: *preset, command: *command || codex, pixie: pixieCommand()}
 	if o.serverURL == "" {
 		o.serverURL = os.Getenv("PIXIE_SERVER_URL")
 	}
@@ -110,7 +116,11 @@ func runInit(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	settings := claudeHooks(o)
 	mcpEntry := mcpServerEntry(o)
 	if !*write {
-		printInit(stdout, o, settings, mcpEntry, *user, filepath.Join(h, "token"))
+		if codex {
+			printCodex(stdout, o, settings)
+		} else {
+			printInit(stdout, o, settings, mcpEntry, *user, filepath.Join(h, "token"))
+		}
 		return 0
 	}
 
@@ -121,14 +131,13 @@ func runInit(_ context.Context, args []string, stdout, stderr io.Writer) int {
 			return failTo(stderr, err)
 		}
 	}
-	claudeDir := filepath.Join(base, ".claude")
+	root := base
 	if *user {
-		uh, err := os.UserHomeDir()
-		if err != nil {
+		if root, err = os.UserHomeDir(); err != nil {
 			return failTo(stderr, err)
 		}
-		claudeDir = filepath.Join(uh, ".claude")
 	}
+	claudeDir := filepath.Join(root, ".claude")
 	skills := *skillDir
 	if skills == "" && cfg.Hooks.SkillDir != "" {
 		if skills, err = config.ExpandPath(cfg.Hooks.SkillDir); err != nil {
@@ -137,17 +146,26 @@ func runInit(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if skills == "" {
 		skills = filepath.Join(claudeDir, "skills")
+		if codex {
+			skills = filepath.Join(root, ".agents", "skills")
+		}
 	}
 
 	settingsPath := filepath.Join(claudeDir, "settings.json")
+	if codex {
+		settingsPath = filepath.Join(root, ".codex", "hooks.json")
+	}
 	if err := mergeJSONFile(settingsPath, func(m map[string]any) error { return mergeHooks(m, settings) }); err != nil {
 		return failTo(stderr, err)
 	}
 	fmt.Fprintln(stdout, "wrote the Pixie hooks into", settingsPath)
-	if *user {
+	switch {
+	case codex:
+		fmt.Fprintf(stdout, "add the MCP server to Codex's config.toml:\n%s", codexMCP(o))
+	case *user:
 		fmt.Fprintln(stdout, "add the MCP server for every project with:")
 		fmt.Fprintf(stdout, "  claude mcp add --scope user pixie -e PIXIE_SERVER_URL=%s -- %s mcp\n", o.serverURL, o.pixie)
-	} else {
+	default:
 		mcpPath := filepath.Join(base, ".mcp.json")
 		if err := mergeJSONFile(mcpPath, func(m map[string]any) error { return mergeMCP(m, mcpEntry) }); err != nil {
 			return failTo(stderr, err)
@@ -401,4 +419,16 @@ func printInit(w io.Writer, o initOptions, settings, mcpEntry map[string]any, us
 		fmt.Fprintln(w, "# the http hooks send $PIXIE_TOKEN: start Claude Code with the admin token in it, e.g.")
 		fmt.Fprintf(w, "#   export PIXIE_TOKEN=\"$(cat %s)\"\n", tokenFile)
 	}
+}
+
+// codexMCP is the config.toml table of the MCP server for Codex.
+func codexMCP(o initOptions) string {
+	q := func(v string) string { b, _ := json.Marshal(v); return string(b) } // a TOML basic string
+	return fmt.Sprintf("[mcp_servers.pixie]\ncommand = %s\nargs = [\"mcp\"]\nenv = { PIXIE_SERVER_URL = %s }\n", q(o.pixie), q(o.serverURL))
+}
+
+func printCodex(w io.Writer, o initOptions, settings map[string]any) {
+	s, _ := marshalIndent(map[string]any{"hooks": settings})
+	fmt.Fprintf(w, "# .codex/hooks.json: the Pixie hooks (pixie init codex --write merges them)\n%s\n", s)
+	fmt.Fprintf(w, "# config.toml: the Pixie MCP server (hint_send, hint_status, judge)\n%s", codexMCP(o))
 }

@@ -204,3 +204,27 @@ func mustJSON(v any) string {
 	raw, _ := json.Marshal(v)
 	return string(raw)
 }
+
+func TestInitCodexWrite(t *testing.T) {
+	proj := t.TempDir()
+	env := []string{"PIXIE_HOME=" + filepath.Join(t.TempDir(), "ph"), "HOME=" + t.TempDir()}
+	out, code := runInitIn(t, proj, env, "init", "codex", "--write", "--preset", "review")
+	if code != 0 || !strings.Contains(out, "[mcp_servers.pixie]") || !strings.Contains(out, `args = ["mcp"]`) {
+		t.Fatalf("%d\n%s", code, out)
+	}
+	var doc map[string]any
+	readJSON(t, filepath.Join(proj, ".codex", "hooks.json"), &doc)
+	hs := doc["hooks"].(map[string]any)
+	for _, ev := range hookEvents {
+		h := hs[ev].([]any)[0].(map[string]any)["hooks"].([]any)[0].(map[string]any)
+		if h["type"] != "command" || !strings.HasSuffix(h["command"].(string), "hook claude --preset review --timeout 85s") {
+			t.Errorf("%s: %s", ev, mustJSON(h))
+		}
+	}
+	if _, err := os.Stat(filepath.Join(proj, ".agents", "skills", agentskill.Name, "SKILL.md")); err != nil {
+		t.Error(err)
+	}
+	if _, err := os.Stat(filepath.Join(proj, ".claude")); !os.IsNotExist(err) {
+		t.Error("init codex wrote Claude Code files")
+	}
+}
