@@ -203,10 +203,12 @@ func extractWeights(lps []model.TokenLogprob, q abi.Question) (weights []float64
 	return weights, mass, true
 }
 
+var spaceMarkers = strings.NewReplacer("Ġ", " ", "▁", " ", "Ċ", " ", "ĉ", " ")
+
 // normToken strips tokenizer space markers (Ġ, ▁, Ċ), whitespace, quotes and punctuation
 // around a token and lowercases it.
 func normToken(tok string) string {
-	tok = strings.NewReplacer("Ġ", " ", "▁", " ", "Ċ", " ", "ĉ", " ").Replace(tok)
+	tok = spaceMarkers.Replace(tok)
 	tok = strings.TrimFunc(tok, func(r rune) bool {
 		return r == ' ' || r == '\t' || r == '\n' || r == '\r' || strings.ContainsRune("\"'`*_.,:;!?()[]{}<>-", r)
 	})

@@ -1,8 +1,13 @@
 package judge
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -363,5 +368,44 @@ func TestLLMTimeout(t *testing.T) {
 	_, err = New(Config{}, m, nil).Judge(context.Background(), one(boolQ("Done?")))
 	if !errs.Is(err, errs.Timeout) || !errors.Is(err, model.ErrTimeout) {
 		t.Fatalf("err = %v, want timeout", err)
+	}
+}
+
+// TestModelKeyNeverShown: a provider that echoes the key in its error body does not leak it
+// into the judgment error, the response or the log.
+func TestModelKeyNeverShown(t *testing.T) {
+	for _, status := range []int{401, 429, 500} {
+		t.Run(http.StatusText(status), func(t *testing.T) {
+			p := newProvider(t, "/v1/chat/completions", func(map[string]any) (int, string) {
+				return status, `{"error":{"message":"Incorrect API key provided: ` + modelKey + `","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`
+			})
+			var logs bytes.Buffer
+			s := New(Config{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}, openaiModel(t, p), nil)
+			resp, err := s.Judge(context.Background(), one(boolQ("Done?")))
+			if err == nil || errs.CodeOf(err) == errs.Internal {
+				t.Fatalf("err = %v", err)
+			}
+			out, _ := json.Marshal(resp)
+			assertNoSecret(t, "response", string(out))
+			for e := error(err); e != nil; e = errors.Unwrap(e) {
+				assertNoSecret(t, "error", fmt.Sprintf("%v %+v", e, e))
+			}
+			assertNoSecret(t, "log", logs.String())
+		})
+	}
+}
+
+func BenchmarkExtractAndBuild(b *testing.B) {
+	lps := []model.TokenLogprob{{Token: " Yes", Logprob: -0.51, Top: []model.TopLogprob{
+		{Token: " Yes", Logprob: -0.51}, {Token: "Yes", Logprob: -1.6}, {Token: " No", Logprob: -2.3},
+		{Token: "Ġno", Logprob: -3.0}, {Token: " The", Logprob: -3.0}, {Token: "YES", Logprob: -4},
+		{Token: "no", Logprob: -4.5}, {Token: "I", Logprob: -5}, {Token: "Based", Logprob: -6}, {Token: "\n", Logprob: -7}}}}
+	q := boolQ("Done?")
+	b.ReportAllocs()
+	for b.Loop() {
+		w, _, _ := extractWeights(lps, q)
+		if _, ok := buildAnswer(q, w); !ok {
+			b.Fatal("no answer")
+		}
 	}
 }
