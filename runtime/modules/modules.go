@@ -12,6 +12,9 @@
 // written in one transaction. Several names may share one blob; a blob goes when its last name
 // does. A name is kebab-case ([a-z0-9] words joined by "-", at most 64 bytes), and pushing an
 // existing name replaces its module.
+//
+// Resolve, on every rule run, answers from memory after the first lookup of a reference; every
+// change made through the registry clears that memory when it commits.
 package modules
 
 import (
@@ -96,6 +99,12 @@ type Registry struct {
 	now func() time.Time
 	// mu serialises changes so that a blob file and its metadata move together.
 	mu sync.Mutex
+
+	// resolved caches Resolve: reference → sha256. gen counts invalidations, so that a lookup
+	// that raced with a change does not store what it read before the change.
+	cacheMu  sync.Mutex
+	resolved map[string]string
+	gen      uint64
 }
 
 // New returns a registry storing module bodies in dir (created 0700 if missing) and metadata in
@@ -113,7 +122,7 @@ func New(st *store.Store, dir string, v Validator, opts Options) (*Registry, err
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Registry{st: st, dir: dir, v: v, max: opts.MaxSize, now: opts.Now}, nil
+	return &Registry{st: st, dir: dir, v: v, max: opts.MaxSize, now: opts.Now, resolved: map[string]string{}}, nil
 }
 
 // MaxSize is the size cap in bytes.
@@ -187,6 +196,7 @@ func (r *Registry) Put(ctx context.Context, name string, wasm []byte, entry stri
 		if err := names.Put(tx, name, nameRec{SHA256: sha, UploadedAt: now}); err != nil {
 			return err
 		}
+		tx.AfterCommit(r.invalidate)
 		if oldSHA != "" && oldSHA != sha {
 			return r.dropIfUnused(tx, oldSHA, name)
 		}
@@ -298,8 +308,52 @@ func get(tx *store.Tx, ref string) (Module, error) {
 
 // Resolve returns the sha256 of the module ref names (a name or a sha256).
 func (r *Registry) Resolve(ctx context.Context, ref string) (string, error) {
+	r.cacheMu.Lock()
+	sha, ok := r.resolved[ref]
+	gen := r.gen
+	r.cacheMu.Unlock()
+	if ok {
+		return sha, nil
+	}
 	m, err := r.Get(ctx, ref)
-	return m.SHA256, err
+	if err != nil {
+		return "", err
+	}
+	r.cacheMu.Lock()
+	if r.gen == gen {
+		r.resolved[ref] = m.SHA256
+	}
+	r.cacheMu.Unlock()
+	return m.SHA256, nil
+}
+
+// invalidate forgets every resolved reference; changes call it after they commit.
+func (r *Registry) invalidate() {
+	r.cacheMu.Lock()
+	r.gen++
+	clear(r.resolved)
+	r.cacheMu.Unlock()
+}
+
+// ModuleExists reports whether a module is called name (the gate's check of module rules).
+func (r *Registry) ModuleExists(ctx context.Context, name string) (bool, error) {
+	var ok bool
+	err := r.st.View(ctx, func(tx *store.Tx) error {
+		var err error
+		ok, err = r.ModuleExistsTx(ctx, tx, name)
+		return err
+	})
+	return ok, err
+}
+
+// ModuleExistsTx is ModuleExists inside the caller's transaction: a save that checks its
+// module rules this way conflicts with a concurrent Delete of one of them (both read what the
+// other writes), and the store retries it.
+func (r *Registry) ModuleExistsTx(_ context.Context, tx *store.Tx, name string) (bool, error) {
+	if ValidName(name) != nil {
+		return false, nil
+	}
+	return names.Has(tx, name)
 }
 
 // Load returns the body of the module with sha256 sha, checking its hash.
@@ -341,26 +395,21 @@ func (r *Registry) List(ctx context.Context) ([]Module, error) {
 	return out, err
 }
 
-// InUse reports whether a saved definition uses the module called name.
-type InUse func(ctx context.Context, name string) (bool, error)
+// InUse reports whether a saved definition uses the module called name. Delete calls it inside
+// its own transaction and passes that transaction: a check that reads the definitions through
+// tx makes the delete conflict with a save that changes them meanwhile, and the store then
+// retries the delete (and the check), so a module is never deleted from under a gate saved
+// concurrently. (The save side reads the module through ModuleExistsTx for the same reason.)
+type InUse func(ctx context.Context, tx *store.Tx, name string) (bool, error)
 
 // Delete removes the module called name. It is refused with errs.Conflict while inUse says a
-// saved gate uses it (inUse may be nil). The body goes when no other name shares it.
+// saved definition uses it (inUse may be nil). The body goes when no other name shares it.
 func (r *Registry) Delete(ctx context.Context, name string, inUse InUse) error {
 	if err := ValidName(name); err != nil {
 		return err
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if inUse != nil {
-		used, err := inUse(ctx, name)
-		if err != nil {
-			return fmt.Errorf("modules: check use of %s: %w", name, err)
-		}
-		if used {
-			return errs.New(errs.Conflict, "module %q is used by a saved gate; detach it first", name)
-		}
-	}
 	return r.st.Update(ctx, func(tx *store.Tx) error {
 		n, err := names.Get(tx, name)
 		if errors.Is(err, store.ErrNotFound) {
@@ -368,9 +417,19 @@ func (r *Registry) Delete(ctx context.Context, name string, inUse InUse) error {
 		} else if err != nil {
 			return err
 		}
+		if inUse != nil {
+			used, err := inUse(ctx, tx, name)
+			if err != nil {
+				return fmt.Errorf("modules: check use of %s: %w", name, err)
+			}
+			if used {
+				return errs.New(errs.Conflict, "module %q is used by a saved gate; detach it first", name)
+			}
+		}
 		if err := names.Delete(tx, name); err != nil {
 			return err
 		}
+		tx.AfterCommit(r.invalidate)
 		return r.dropIfUnused(tx, n.SHA256, name)
 	})
 }

@@ -53,15 +53,15 @@ func (e *engine) compile(ctx context.Context, wasm []byte) (*extism.CompiledPlug
 }
 
 // moduleConfig is the WASI configuration of one instance: real clocks, crypto randomness,
-// stdout and stderr into out, and the read-only mount of cwd when it is set.
-func moduleConfig(out *capBuffer, cwd string) wazero.ModuleConfig {
+// stdout and stderr into out, and, when mount is set, the late mount at MountPath (bound to
+// the session's cwd, read-only, only by a run that grants it).
+func moduleConfig(out *capBuffer, mount *lateMount) wazero.ModuleConfig {
 	mc := wazero.NewModuleConfig().
 		WithStdout(out).WithStderr(out).
 		WithSysWalltime().WithSysNanotime().
 		WithRandSource(rand.Reader)
-	if cwd != "" {
-		mc = mc.WithFSConfig(wazero.NewFSConfig().WithReadOnlyDirMount(cwd, MountPath)).
-			WithEnv("PWD", MountPath)
+	if mount != nil {
+		mc = withMount(mc, mount)
 	}
 	return mc
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	extism "github.com/extism/go-sdk"
@@ -159,17 +160,17 @@ func (x *Executor) Run(ctx context.Context, req runtime.Request) (runtime.Result
 	}
 	defer m.release()
 
-	var inst *instance
-	if mount != "" {
-		inst, err = m.newInstance(ctx, mount)
-	} else {
-		inst, err = m.take(ctx)
-	}
+	inst, err := m.take(ctx)
 	if err != nil {
 		return runtime.Result{}, timeoutOr(ctx, err)
 	}
-	// Single use: whatever happens, this instance is closed after the call.
+	// Single use: whatever happens, this instance is closed after the call, and the pool is
+	// topped up then (not before the call, so that the refill does not compete with it).
+	defer m.kick()
 	defer x.discard(inst)
+	if mount != "" {
+		inst.mount.bind(mount)
+	}
 	if !inst.p.FunctionExists(entry) {
 		return runtime.Result{}, fmt.Errorf("%w: module %s does not export %q", runtime.ErrNotFound, req.Ref, entry)
 	}
@@ -345,6 +346,8 @@ type module struct {
 	active  int
 	evicted bool
 	initErr error
+	// made counts the instances created (for tests).
+	made atomic.Int64
 }
 
 func (m *module) acquire() {
@@ -444,7 +447,7 @@ func (m *module) refill() {
 		}
 		for len(m.pool) < cap(m.pool) {
 			ctx, cancel := context.WithTimeout(m.x.base, DefaultInitTimeout)
-			inst, err := m.newInstance(ctx, "")
+			inst, err := m.newInstance(ctx)
 			cancel()
 			m.mu.Lock()
 			m.initErr = err
@@ -464,33 +467,35 @@ func (m *module) refill() {
 	}
 }
 
-// take returns a pooled instance, or a new one when the pool is empty.
+// take returns a pooled instance, or a new one when the pool is empty. The caller kicks the
+// refill when it is done with the instance.
 func (m *module) take(ctx context.Context) (*instance, error) {
 	select {
 	case inst := <-m.pool:
-		m.kick()
 		return inst, nil
 	default:
 	}
-	m.kick()
-	return m.newInstance(ctx, "")
+	return m.newInstance(ctx)
 }
 
 // instance is one single-use plug-in instance.
 type instance struct {
-	p   *extism.Plugin
-	out *capBuffer
+	p     *extism.Plugin
+	out   *capBuffer
+	mount *lateMount
 }
 
-// newInstance instantiates the module, mounting cwd read-only when it is set, and
-// pre-initialises the guest runtime through abi.EntryInit when the module exports it.
-func (m *module) newInstance(ctx context.Context, cwd string) (*instance, error) {
+// newInstance instantiates the module with an unbound mount at MountPath, and pre-initialises
+// the guest runtime through abi.EntryInit when the module exports it.
+func (m *module) newInstance(ctx context.Context) (*instance, error) {
+	m.made.Add(1)
 	out := &capBuffer{max: maxStderr}
-	p, err := m.cp.Instance(ctx, extism.PluginInstanceConfig{ModuleConfig: moduleConfig(out, cwd)})
+	mount := &lateMount{}
+	p, err := m.cp.Instance(ctx, extism.PluginInstanceConfig{ModuleConfig: moduleConfig(out, mount)})
 	if err != nil {
 		return nil, fmt.Errorf("%w: instantiate module %s: %v", runtime.ErrTrap, m.sha[:12], err)
 	}
-	inst := &instance{p: p, out: out}
+	inst := &instance{p: p, out: out, mount: mount}
 	if p.FunctionExists(abi.EntryInit) {
 		if _, _, err := p.CallWithContext(ctx, abi.EntryInit, nil); err != nil {
 			inst.close()

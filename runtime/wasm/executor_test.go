@@ -192,9 +192,28 @@ func TestReadOnlyMount(t *testing.T) {
 			t.Fatalf("the guest removed a file: %v", err)
 		}
 	})
+	t.Run("a mounted run takes a pooled instance", func(t *testing.T) {
+		ctx := context.Background()
+		if err := e.x.Warm(ctx, "fs-probe"); err != nil {
+			t.Fatal(err)
+		}
+		m := e.module(t, "fs-probe")
+		before := m.made.Load()
+		out := probe(t, runtime.Request{Cwd: cwd, Policy: runtime.PolicyReadOnly, MountCwd: true})
+		if out["read"] != "from the session" {
+			t.Fatalf("%v", out)
+		}
+		// The pool is topped up after the run: one new instance, for the one taken.
+		if err := e.x.Warm(ctx, "fs-probe"); err != nil {
+			t.Fatal(err)
+		}
+		if made := m.made.Load() - before; made != 1 {
+			t.Fatalf("%d instances made for one mounted run and its refill", made)
+		}
+	})
 	t.Run("no mount without asking", func(t *testing.T) {
 		out := probe(t, runtime.Request{Cwd: cwd, Policy: runtime.PolicyFull})
-		if out["read"] != "" || out["readError"] == "" || out["write"] == "ok" {
+		if out["read"] != "" || out["readError"] == "" || out["write"] == "ok" || out["removeError"] == "" {
 			t.Fatalf("the guest reached a filesystem: %v", out)
 		}
 	})

@@ -144,7 +144,7 @@ func (v *Validator) Validate(ctx context.Context, wasm []byte, entry string) (mo
 		return modules.Info{}, refuse("module does not compile: %v", err)
 	}
 	defer cp.Close(ctx)
-	p, err := cp.Instance(ctx, extism.PluginInstanceConfig{ModuleConfig: moduleConfig(&capBuffer{max: 1024}, "")})
+	p, err := cp.Instance(ctx, extism.PluginInstanceConfig{ModuleConfig: moduleConfig(&capBuffer{max: 1024}, nil)})
 	if err != nil {
 		return modules.Info{}, refuse("module cannot be instantiated: %v", err)
 	}

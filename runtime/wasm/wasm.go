@@ -21,9 +21,11 @@
 //     is an error wrapping runtime.ErrTrap or runtime.ErrTimeout, and the instance is gone.
 //   - Sandbox. WASI without network (extism's http_request is denied: no allowed hosts) and
 //     without a filesystem, except a read-only mount of the session's cwd at MountPath when the
-//     request asks for it and carries a sandbox policy. Such runs use a fresh instance (the pool
-//     has no mount). Clocks are real; randomness comes from crypto/rand; guest stdout and
-//     stderr are kept (capped) as Result.Stderr.
+//     request asks for it and carries a sandbox policy. Every instance is created with an empty
+//     mount at MountPath (and PWD there), which such a run binds to the cwd just before its
+//     call, so mounted runs take pooled instances too; unbound, the mount has no files.
+//     Clocks are real; randomness comes from crypto/rand; guest stdout and stderr are kept
+//     (capped) as Result.Stderr.
 package wasm
 
 import (
