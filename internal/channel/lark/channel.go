@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/store"
 )
@@ -105,6 +107,12 @@ func (c *Channel) Close() error {
 	c.cancel()
 	c.wg.Wait()
 	return nil
+}
+
+// RegisterMetrics adds the channel's counters to reg (for a registry that exists only after
+// the channel, such as the server's). A registry that already holds the counters is refused.
+func (c *Channel) RegisterMetrics(reg prometheus.Registerer) error {
+	return c.met.register(reg, false)
 }
 
 func (c *Channel) now() time.Time { return c.cfg.Now().UTC() }

@@ -78,26 +78,42 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.dropped.WithLabelValues(r)
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.dropped, m.accepted, m.settled, m.outbound} {
-			if err := reg.Register(c); err != nil {
-				// A second Channel over one registry (tests, re-wiring) shares the first's
-				// counters.
-				if are, ok := err.(prometheus.AlreadyRegisteredError); ok {
-					switch c {
-					case m.dropped:
-						m.dropped = are.ExistingCollector.(*prometheus.CounterVec)
-					case m.accepted:
-						m.accepted = are.ExistingCollector.(*prometheus.CounterVec)
-					case m.settled:
-						m.settled = are.ExistingCollector.(*prometheus.CounterVec)
-					case m.outbound:
-						m.outbound = are.ExistingCollector.(*prometheus.CounterVec)
-					}
-				}
-			}
-		}
+		_ = m.register(reg, true)
 	}
 	return m
+}
+
+// register adds the counters to reg. With share (only before the channel's goroutines start),
+// a second Channel over one registry (a restart in tests) takes over the first one's counters.
+func (m *metrics) register(reg prometheus.Registerer, share bool) error {
+	for _, c := range []*prometheus.CounterVec{m.dropped, m.accepted, m.settled, m.outbound} {
+		err := reg.Register(c)
+		if err == nil {
+			continue
+		}
+		are, ok := err.(prometheus.AlreadyRegisteredError)
+		if !ok || !share {
+			return err
+		}
+		existing, ok := are.ExistingCollector.(*prometheus.CounterVec)
+		if !ok {
+			return err
+		}
+		switch c {
+		case m.dropped:
+			m.dropped = existing
+		case m.accepted:
+			m.accepted = existing
+		case m.settled:
+			m.settled = existing
+		case m.outbound:
+			m.outbound = existing
+		}
+	}
+	for _, r := range allReasons {
+		m.dropped.WithLabelValues(r)
+	}
+	return nil
 }
 
 func (m *metrics) drop(reason string) {

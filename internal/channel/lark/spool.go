@@ -83,6 +83,12 @@ func (s *spool) fetch(ctx context.Context, a *api, d Delivery, max int64) {
 	if len(d.Images) == 0 {
 		return
 	}
+	s.mu.Lock()
+	_, done := s.files[d.ID]
+	s.mu.Unlock()
+	if done {
+		return // fetched already by an earlier activation in this process
+	}
 	if p := s.problem(); p != "" {
 		s.setNote(d.ID, p)
 		return

@@ -1,0 +1,355 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/pixie-dev/pixie/internal/channel/lark"
+	"github.com/pixie-dev/pixie/internal/config"
+	"github.com/pixie-dev/pixie/internal/credentials"
+	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/internal/model"
+	"github.com/pixie-dev/pixie/internal/store"
+)
+
+func init() {
+	register(verb{name: "lark", usage: "the Lark channel: pixie lark status | bind | unbind | pair | allow … | loci | locus … | sessions | session … | delivery | finish | wait | qa", run: cmdLark})
+}
+
+// newLarkChannel builds the Lark channel from the configuration. Its credentials live in the
+// home's credentials file; a missing binding is not an error (the channel is then unavailable
+// and its status says why).
+func newLarkChannel(ctx context.Context, cfg config.Config, log *slog.Logger, st *store.Store, m model.Model) (*lark.Channel, error) {
+	ws := cfg.Lark.DefaultWorkspace
+	if ws != "" {
+		var err error
+		if ws, err = config.ExpandPath(ws); err != nil {
+			return nil, err
+		}
+	}
+	return lark.New(ctx, st, lark.Config{
+		Enabled:          cfg.Lark.Enabled,
+		BaseURL:          cfg.Lark.BaseURL,
+		DefaultWorkspace: ws,
+		ReplayWindow:     cfg.Lark.ReplayWindow,
+		Home:             cfg.Home,
+		Model:            m,
+		Secrets:          credentials.Open(cfg.Home),
+		Logger:           log.With("component", "lark"),
+	})
+}
+
+const larkUsage = `usage:
+  pixie lark status [--json]                    binding, availability and why not, drop counts
+  pixie lark bind --app-id ID                   bind a bot; reads the app secret, the verification token
+                                                and (optionally) the encrypt key from stdin, one per line
+  pixie lark unbind                             remove the binding and its secrets
+  pixie lark pair [--cancel]                    mint a five-minute /pair code (or cancel the pending one)
+  pixie lark allow ls [--json] | add OPEN_ID [--name N] [--owner] | rm OPEN_ID | owner OPEN_ID
+  pixie lark loci [--json]                      every Locus with its sessions and current delivery
+  pixie lark locus show|archive|cancel ID [--reason R] | tier ID read|shell | executor ID builtin|external
+  pixie lark sessions [--json]                  main sessions (/bind targets)
+  pixie lark session add ID [--workspace DIR] | archive ID
+  pixie lark delivery CHILD [--wait SECONDS]    the current delivery of a child (external executor)
+  pixie lark finish CHILD DELIVERY (--reply TEXT|- | --no-reply REASON)
+  pixie lark wait CHILD DELIVERY [--extend SECONDS]
+  pixie lark qa SESSION [--workspace DIR] [--open-id OU]   open (or return) the session's Q&A group
+connection flags (every subcommand): --url, --token, --home`
+
+// cmdLark runs `pixie lark …`.
+func cmdLark(ctx context.Context, args []string) int {
+	return runLark(ctx, args, os.Stdin, os.Stdout, os.Stderr)
+}
+
+type larkFlags struct {
+	cf                                     clientFlags
+	asJSON, owner, cancel                  bool
+	appID, name, reason, workspace, openID string
+	reply, noReply                         string
+	wait, extend                           int
+	replySet, noReplySet                   bool
+}
+
+func runLark(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprintln(stderr, larkUsage)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	cmd, args := args[0], args[1:]
+	if cmd == "allow" || cmd == "locus" || cmd == "session" {
+		if len(args) == 0 {
+			fmt.Fprintf(stderr, "pixie lark %s: a subcommand is required\n%s\n", cmd, larkUsage)
+			return 2
+		}
+		cmd, args = cmd+" "+args[0], args[1:]
+	}
+	want := map[string]int{ // positional arguments
+		"status": 0, "bind": 0, "unbind": 0, "pair": 0,
+		"allow ls": 0, "allow add": 1, "allow rm": 1, "allow owner": 1,
+		"loci": 0, "locus show": 1, "locus archive": 1, "locus cancel": 1, "locus tier": 2, "locus executor": 2,
+		"sessions": 0, "session add": 1, "session archive": 1,
+		"delivery": 1, "finish": 2, "wait": 2, "qa": 1,
+	}
+	n, known := want[cmd]
+	if !known {
+		fmt.Fprintf(stderr, "pixie lark: unknown subcommand %q\n%s\n", cmd, larkUsage)
+		return 2
+	}
+	var f larkFlags
+	fs := flag.NewFlagSet("lark "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	f.cf.add(fs)
+	fs.BoolVar(&f.asJSON, "json", false, "print JSON")
+	fs.BoolVar(&f.owner, "owner", false, "allow add: mark as the owner (the person the Q&A group action adds)")
+	fs.BoolVar(&f.cancel, "cancel", false, "pair: cancel the pending code")
+	fs.StringVar(&f.appID, "app-id", "", "bind: the app id (cli_…)")
+	fs.StringVar(&f.name, "name", "", "allow add: a display label")
+	fs.StringVar(&f.reason, "reason", "", "locus archive/cancel: the reason recorded")
+	fs.StringVar(&f.workspace, "workspace", "", "session add, qa: the session's workspace (absolute)")
+	fs.StringVar(&f.openID, "open-id", "", "qa: the person to add (default: the allowlist's owner)")
+	fs.IntVar(&f.wait, "wait", 0, "delivery: wait up to this many seconds for one (max 60)")
+	fs.IntVar(&f.extend, "extend", 0, "wait: seconds from now (default 3600, capped at 24h after acceptance)")
+	fs.Func("reply", "finish: the reply body (\"-\" reads stdin)", func(v string) error { f.reply, f.replySet = v, true; return nil })
+	fs.Func("no-reply", "finish: end without a reply, for this reason", func(v string) error { f.noReply, f.noReplySet = v, true; return nil })
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return 2
+	}
+	if len(pos) != n {
+		fmt.Fprintf(stderr, "pixie lark %s: want %d argument(s), got %d\n%s\n", cmd, n, len(pos), larkUsage)
+		return 2
+	}
+	c, err := newClient(f.cf)
+	if err != nil {
+		return failTo(stderr, err)
+	}
+	if err := larkRun(ctx, c, cmd, pos, f, stdin, stdout); err != nil {
+		return failTo(stderr, err)
+	}
+	return 0
+}
+
+func larkRun(ctx context.Context, c *apiClient, cmd string, pos []string, f larkFlags, stdin io.Reader, stdout io.Writer) error {
+	const base = "/v1/channel/lark"
+	esc := url.PathEscape
+	show := func(method, path string, in any) error {
+		var out map[string]any
+		if err := c.do(ctx, method, base+path, in, &out); err != nil {
+			return err
+		}
+		larkPrintJSON(stdout, out)
+		return nil
+	}
+	switch cmd {
+	case "status":
+		var st lark.Status
+		if err := c.do(ctx, http.MethodGet, base, nil, &st); err != nil {
+			return err
+		}
+		if f.asJSON {
+			larkPrintJSON(stdout, st)
+			return nil
+		}
+		printLarkStatus(stdout, st)
+	case "bind":
+		if f.appID == "" {
+			return errs.New(errs.Invalid, "--app-id is required")
+		}
+		lines, err := larkSecretLines(stdin, 3)
+		if err != nil {
+			return err
+		}
+		if len(lines) < 2 {
+			return errs.New(errs.Invalid, "stdin must hold the app secret and the verification token (and optionally the encrypt key), one per line")
+		}
+		req := lark.BindRequest{AppID: f.appID, AppSecret: lines[0], VerificationToken: lines[1]}
+		if len(lines) > 2 {
+			req.EncryptKey = lines[2]
+		}
+		var st lark.Status
+		if err := c.do(ctx, http.MethodPut, base+"/binding", req, &st); err != nil {
+			return err
+		}
+		printLarkStatus(stdout, st)
+	case "unbind":
+		return c.do(ctx, http.MethodDelete, base+"/binding", nil, nil)
+	case "pair":
+		if f.cancel {
+			return c.do(ctx, http.MethodDelete, base+"/pairing", nil, nil)
+		}
+		var pc lark.PairingCode
+		if err := c.do(ctx, http.MethodPost, base+"/pairing", nil, &pc); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "Send this to the bot in a direct chat before %s (single use):\n\n  %s\n\nAnyone who sends it is added to the allowlist.\n",
+			pc.ExpiresAt.Local().Format("15:04:05"), pc.Command)
+	case "allow ls":
+		var al struct {
+			Entries []lark.AllowEntry `json:"entries"`
+		}
+		if err := c.do(ctx, http.MethodGet, base+"/allowlist", nil, &al); err != nil {
+			return err
+		}
+		if f.asJSON {
+			larkPrintJSON(stdout, al)
+			return nil
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "OPEN_ID\tNAME\tOWNER\tVIA\tADDED")
+		for _, e := range al.Entries {
+			fmt.Fprintf(tw, "%s\t%s\t%v\t%s\t%s\n", e.OpenID, e.Name, e.Owner, e.Via, e.AddedAt.Local().Format(time.DateTime))
+		}
+		return tw.Flush()
+	case "allow add":
+		return show(http.MethodPost, "/allowlist", lark.AllowRequest{OpenID: pos[0], Name: f.name, Owner: f.owner})
+	case "allow rm":
+		return c.do(ctx, http.MethodDelete, base+"/allowlist/"+esc(pos[0]), nil, nil)
+	case "allow owner":
+		return show(http.MethodPatch, "/allowlist/"+esc(pos[0]), map[string]bool{"owner": true})
+	case "loci":
+		var ls struct {
+			Loci []lark.LocusView `json:"loci"`
+		}
+		if err := c.do(ctx, http.MethodGet, base+"/loci", nil, &ls); err != nil {
+			return err
+		}
+		if f.asJSON {
+			larkPrintJSON(stdout, ls)
+			return nil
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "LOCUS\tENTRY\tSTATE\tSESSION\tCHILD\tEXECUTOR\tTIER\tCURRENT\tQUEUED")
+		for _, l := range ls.Loci {
+			cur := "-"
+			if l.Current != "" {
+				cur = l.Current
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", l.ID, l.Entry, l.State, larkShort(l.MainSessionID), l.ChildID, l.Executor, l.ToolTier, cur, l.Queued)
+		}
+		return tw.Flush()
+	case "locus show":
+		return show(http.MethodGet, "/loci/"+esc(pos[0]), nil)
+	case "locus archive":
+		return show(http.MethodPost, "/loci/"+esc(pos[0])+"/archive", map[string]string{"reason": f.reason})
+	case "locus cancel":
+		return show(http.MethodPost, "/loci/"+esc(pos[0])+"/cancel", map[string]string{"reason": f.reason})
+	case "locus tier":
+		return show(http.MethodPatch, "/loci/"+esc(pos[0]), lark.LocusUpdate{ToolTier: pos[1]})
+	case "locus executor":
+		return show(http.MethodPatch, "/loci/"+esc(pos[0]), lark.LocusUpdate{Executor: pos[1]})
+	case "sessions":
+		var ss struct {
+			Sessions []lark.Session `json:"sessions"`
+		}
+		if err := c.do(ctx, http.MethodGet, base+"/sessions", nil, &ss); err != nil {
+			return err
+		}
+		if f.asJSON {
+			larkPrintJSON(stdout, ss)
+			return nil
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "SHORT\tID\tWORKSPACE\tAUTO\tARCHIVED\tQA GROUP")
+		for _, s := range ss.Sessions {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%v\t%s\n", s.ShortID, s.ID, s.Workspace, s.Auto, s.Archived, s.QAChatID)
+		}
+		return tw.Flush()
+	case "session add":
+		return show(http.MethodPost, "/sessions", lark.SessionRequest{ID: pos[0], Workspace: f.workspace})
+	case "session archive":
+		return show(http.MethodPost, "/sessions/"+esc(pos[0])+"/archive", nil)
+	case "delivery":
+		return show(http.MethodGet, "/children/"+esc(pos[0])+"/delivery?wait="+strconv.Itoa(f.wait), nil)
+	case "finish":
+		req := lark.FinishRequest{DeliveryID: pos[1]}
+		switch {
+		case f.replySet == f.noReplySet:
+			return errs.New(errs.Invalid, "give exactly one of --reply and --no-reply")
+		case f.replySet && f.reply == "-":
+			raw, err := io.ReadAll(io.LimitReader(stdin, 1<<20))
+			if err != nil {
+				return err
+			}
+			req.Reply = string(raw)
+		case f.replySet:
+			req.Reply = f.reply
+		default:
+			req.NoReply, req.Reason = true, f.noReply
+		}
+		return show(http.MethodPost, "/children/"+esc(pos[0])+"/finish", req)
+	case "wait":
+		return show(http.MethodPost, "/children/"+esc(pos[0])+"/wait", lark.WaitRequest{DeliveryID: pos[1], ExtendSeconds: int64(f.extend)})
+	case "qa":
+		return show(http.MethodPost, "/qa-group", lark.QASource{SessionID: pos[0], Workspace: f.workspace, OpenID: f.openID})
+	}
+	return nil
+}
+
+// readSecretLines reads up to n non-empty lines from r (secrets never come from argv, where
+// other users could see them).
+func larkSecretLines(r io.Reader, n int) ([]string, error) {
+	sc := bufio.NewScanner(io.LimitReader(r, 64<<10))
+	var out []string
+	for sc.Scan() && len(out) < n {
+		if l := strings.TrimSpace(sc.Text()); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out, sc.Err()
+}
+
+func printLarkStatus(w io.Writer, st lark.Status) {
+	state := "available"
+	if !st.Available {
+		state = "unavailable: " + st.Problem
+	}
+	fmt.Fprintf(w, "Lark channel: %s\n", state)
+	if st.Bound {
+		fmt.Fprintf(w, "  app %s, bot %s (%s), encrypted: %v\n", st.AppID, st.BotOpenID, st.BotName, st.Encrypted)
+	}
+	fmt.Fprintf(w, "  executor %s, model configured: %v, allowlisted: %d, owner: %s\n", st.Executor, st.ModelConfigured, st.Allowlisted, larkOrDash(st.OwnerOpenID))
+	if st.Pairing.Pending && st.Pairing.ExpiresAt != nil {
+		fmt.Fprintf(w, "  a pairing code is pending until %s\n", st.Pairing.ExpiresAt.Local().Format("15:04:05"))
+	}
+	for _, warn := range st.Warnings {
+		fmt.Fprintf(w, "  warning: %s\n", warn)
+	}
+	for _, d := range st.Drops {
+		fmt.Fprintf(w, "  dropped %-15s %d\n", d.Reason, d.Count)
+	}
+}
+
+func larkPrintJSON(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func larkShort(id string) string {
+	if len(id) > 6 {
+		return id[:6]
+	}
+	return id
+}
+
+func larkOrDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
