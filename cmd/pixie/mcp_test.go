@@ -91,7 +91,7 @@ func TestMCPServer(t *testing.T) {
 		}
 	}
 	sort.Strings(names)
-	if strings.Join(names, ",") != "hint_send,hint_status,judge" {
+	if strings.Join(names, ",") != "hint_send,hint_status,judge,pet_locus_finish,pet_locus_wait" {
 		t.Fatalf("tools: %v", names)
 	}
 
@@ -159,6 +159,38 @@ func TestMCPServer(t *testing.T) {
 	})
 	if !res.IsError || toolText(res) == "" {
 		t.Fatalf("judge without an engine: error=%v %q", res.IsError, toolText(res))
+	}
+}
+
+// The Locus tools act for the calling child session through the channel's routes.
+func TestMCPLocusTools(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "home")
+	p := testutil.StartServer(t, home, nil)
+	defer p.Stop(t)
+	env := []string{"PIXIE_SERVER_URL=" + p.URL, "PIXIE_HOME=" + home}
+
+	cs := mcpSession(t, env, "--session", "child-7")
+	// No Delivery is current for this child: the channel refuses, and the refusal is a tool
+	// error carrying its message.
+	res := callTool(t, cs, "pet_locus_finish", map[string]any{"deliveryId": "d-unknown", "reply": "done"})
+	t.Logf("finish of an unknown delivery: %s", toolText(res))
+	if !res.IsError || toolText(res) == "" || strings.Contains(toolText(res), "no such route") {
+		t.Fatalf("finish: error=%v %q", res.IsError, toolText(res))
+	}
+	res = callTool(t, cs, "pet_locus_wait", map[string]any{"deliveryId": "d-unknown", "extendSeconds": 60})
+	if !res.IsError || toolText(res) == "" || strings.Contains(toolText(res), "no such route") {
+		t.Fatalf("wait: error=%v %q", res.IsError, toolText(res))
+	}
+	// The channel validates the request itself.
+	res = callTool(t, cs, "pet_locus_finish", map[string]any{"deliveryId": "d-unknown", "noReply": true})
+	if !res.IsError || !strings.Contains(toolText(res), "noReply needs a reason") {
+		t.Fatalf("finish without a reason: error=%v %q", res.IsError, toolText(res))
+	}
+
+	anon := mcpSession(t, env)
+	res = callTool(t, anon, "pet_locus_wait", map[string]any{"deliveryId": "d1"})
+	if !res.IsError || !strings.Contains(toolText(res), "without --session") {
+		t.Fatalf("wait without a session: error=%v %q", res.IsError, toolText(res))
 	}
 }
 
