@@ -60,6 +60,14 @@ func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *stor
 		return nil, fmt.Errorf("pet: %w", err)
 	}
 	a.closers = append(a.closers, petClose)
+	larkCh, err := newLarkChannel(ctx, cfg, log, st, pixieModel)
+	if err != nil {
+		return nil, fmt.Errorf("lark: %w", err)
+	}
+	a.closers = append(a.closers, func() { _ = larkCh.Close() })
+	if err := petSvc.RegisterBuiltin(larkCh.QAAction()); err != nil {
+		return nil, fmt.Errorf("lark: %w", err)
+	}
 	deps := server.Deps{
 		Store: st,
 		Info:  func(context.Context) map[string]any { return info },
@@ -67,6 +75,7 @@ func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *stor
 		Pet:   petSvc,
 		Hooks: hooks.New(st, nil, hints, hooks.Config{DefaultPreset: cfg.Hooks.DefaultPreset, Logger: log}),
 	}
+	deps.Channel = larkCh
 	// Updating Pixie updates the agent skills `pixie init claude --write` installed (files the
 	// user edited are kept).
 	if reps, err := agentskill.UpdateRecorded(cfg.Home, version); err != nil {
@@ -90,6 +99,9 @@ func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *stor
 		Version:      version,
 		Logger:       log,
 	}, deps)
+	if err := larkCh.RegisterMetrics(a.srv.Registry()); err != nil {
+		log.Warn("lark metrics are not exported", "err", err)
+	}
 	return a, nil
 }
 
