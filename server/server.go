@@ -31,6 +31,7 @@ import (
 	"github.com/pixie-dev/pixie/internal/gate"
 	"github.com/pixie-dev/pixie/internal/hint"
 	"github.com/pixie-dev/pixie/internal/hooks"
+	"github.com/pixie-dev/pixie/internal/judge"
 	"github.com/pixie-dev/pixie/internal/pet"
 	"github.com/pixie-dev/pixie/internal/store"
 	"github.com/pixie-dev/pixie/runtime/modules"
@@ -83,6 +84,8 @@ type Deps struct {
 	Modules *modules.Registry
 	// ModuleInUse refuses deleting a module a saved gate uses (the gate service's check).
 	ModuleInUse modules.InUse
+	// Judge is the decision engine: the judge tool and the Jev key (routes in judge.go).
+	Judge *judge.Service
 }
 
 // Server is Pixie's HTTP server.
@@ -230,6 +233,7 @@ func (s *Server) routes() {
 	s.mountModules(s.v1)
 	s.mountChannel(s.v1, s.open)
 	s.mountHelper(s.open)
+	s.mountJudge(s.v1)
 	s.mountUI()
 }
 

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/pixie-dev/pixie/internal/config"
+	"github.com/pixie-dev/pixie/internal/gate"
 	"github.com/pixie-dev/pixie/internal/store/badgerstore"
 	"github.com/pixie-dev/pixie/server"
 )
@@ -199,6 +200,9 @@ func serve(ctx context.Context, cfg config.Config) error {
 		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
 	url := "http://" + ln.Addr().String()
+	if cfg.PublicURL == "" && a.gates != nil {
+		a.gates.SetHelperURL(url) // the real port, when --addr asked for :0
+	}
 	fmt.Printf("Pixie %s is listening on %s (home %s)\n", version, url, cfg.Home)
 	if fresh {
 		fmt.Printf("Admin token (shown once; it is also in %s):\n  %s\n", filepath.Join(cfg.Home, tokenFile), token)
@@ -215,6 +219,7 @@ func serve(ctx context.Context, cfg config.Config) error {
 // app holds the wired services of a running server.
 type app struct {
 	srv     *server.Server
+	gates   *gate.Service
 	closers []func()
 }
 

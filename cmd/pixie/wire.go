@@ -4,11 +4,15 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 
 	"github.com/pixie-dev/pixie/internal/agentskill"
 	"github.com/pixie-dev/pixie/internal/config"
+	"github.com/pixie-dev/pixie/internal/credentials"
+	"github.com/pixie-dev/pixie/internal/gate"
 	"github.com/pixie-dev/pixie/internal/hint"
 	"github.com/pixie-dev/pixie/internal/hooks"
+	"github.com/pixie-dev/pixie/internal/judge"
 	"github.com/pixie-dev/pixie/internal/model"
 	"github.com/pixie-dev/pixie/internal/store"
 	"github.com/pixie-dev/pixie/runtime"
@@ -46,6 +50,26 @@ func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *stor
 	}
 	info["sandbox"] = sandboxInfo
 
+	// The decision engine: the judge model (or the Pixie model), the Jev key from the
+	// environment, a .env file (working directory or home), or the home's credentials file.
+	wd, _ := os.Getwd()
+	keys := judge.NewKeyStore(judge.KeyStoreOptions{DotenvDirs: []string{wd, cfg.Home}, Secrets: credentials.Open(cfg.Home)})
+	judgeSvc := judge.New(judge.Config{Engine: cfg.Judge.Engine, SystemPrompt: cfg.Judge.SystemPrompt,
+		Model: modelConfig(cfg.Judge.Model), Logger: log,
+		Jev: judge.JevConfig{BaseURL: cfg.Judge.JevBaseURL, Model: cfg.Judge.JevModel, Timeout: cfg.Judge.JevTimeout}},
+		pixieModel, keys)
+	info["judge"] = judgeSvc.Info()
+
+	helperURL := cfg.PublicURL
+	if helperURL == "" {
+		helperURL = "http://" + cfg.Addr
+	}
+	gates := gate.New(st, rules, pixieModel, judgeSvc, gate.Config{
+		Home: cfg.Home, ScriptDir: cfg.Gates.ScriptDir, DefaultTimeout: cfg.Gates.DefaultTimeout,
+		HelperURL: helperURL, Logger: log,
+	})
+	a.gates = gates
+
 	hints, err := hint.New(st, hint.Config{
 		MaxPerStep: cfg.Hints.MaxPerStep, MaxContentChars: cfg.Hints.MaxContentChars,
 		MaxPendingPerSession: cfg.Hints.MaxPendingPerSession, KeepConsumed: cfg.Hints.KeepConsumed,
@@ -73,7 +97,9 @@ func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *stor
 		Info:  func(context.Context) map[string]any { return info },
 		Hints: hints,
 		Pet:   petSvc,
-		Hooks: hooks.New(st, nil, hints, hooks.Config{DefaultPreset: cfg.Hooks.DefaultPreset, Logger: log}),
+		Hooks: hooks.New(st, gates, hints, hooks.Config{DefaultPreset: cfg.Hooks.DefaultPreset, Logger: log}),
+		Gates: gates,
+		Judge: judgeSvc,
 	}
 	deps.Channel = larkCh
 	// Updating Pixie updates the agent skills `pixie init claude --write` installed (files the
