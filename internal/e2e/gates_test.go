@@ -58,7 +58,7 @@ func TestGateFromTemplate(t *testing.T) {
 	watchErrors(t, b)
 
 	b.Run(t, "gates page", chromedp.WaitVisible(chromedp.CSS("[data-action=new-gate]")))
-	b.Shot(t, "gates-empty")
+	shot(t, b, "gates-empty")
 	b.Run(t, "New gate", chromedp.Click(chromedp.CSS("[data-action=new-gate]")), chromedp.WaitVisible(chromedp.CSS(".template-list")))
 	if n := Eval[int](t, b, `document.querySelectorAll('.template-list [data-template]').length`); n != 6 {
 		t.Fatalf("%d templates listed, want 6 (one per point and the blank gate)", n)
@@ -66,21 +66,21 @@ func TestGateFromTemplate(t *testing.T) {
 	if last := Eval[string](t, b, `[...document.querySelectorAll('.template-list [data-template]')].pop().dataset.template`); last != "blank" {
 		t.Fatalf("the last template is %q, want the blank gate", last)
 	}
-	b.Shot(t, "templates")
+	shot(t, b, "templates")
 
 	b.Run(t, "use a template", chromedp.Click(chromedp.CSS(`[data-template="block-risky-commands"]`)), chromedp.WaitVisible(chromedp.CSS("[name=task]")))
 	mustContain(t, "task", Eval[string](t, b, `document.querySelector('[name=task]').value`), "{{tool.name}}", "{{tool.args}}")
 	if v := Eval[string](t, b, `document.querySelector('[name=point]').value`); v != "tool-before" {
 		t.Fatalf("point %q", v)
 	}
-	b.Shot(t, "editor")
+	shot(t, b, "editor")
 
 	// Try it: the model really answers; the point table turns its stop into a block.
 	b.Run(t, "try it", chromedp.SendKeys(chromedp.CSS("[name=toolName]"), "bash"), chromedp.Click(chromedp.CSS("[data-action=try]")),
 		chromedp.WaitVisible(chromedp.CSS(".try .result")))
 	res := textOf(t, b, ".try .result")
 	mustContain(t, "trial", res, "Blocked", "stop", reason)
-	b.Shot(t, "try")
+	shot(t, b, "try")
 
 	// Save (it applies the editor first).
 	b.Run(t, "save", chromedp.Click(chromedp.CSS("[data-action=save]")))
@@ -98,7 +98,7 @@ func TestGateFromTemplate(t *testing.T) {
 	if Eval[bool](t, b, `document.activeElement !== document.querySelector('[name=task]')`) {
 		t.Fatal("the refused field did not get the focus")
 	}
-	b.Shot(t, "refusal")
+	shot(t, b, "refusal")
 	adminAPI(t, p, "GET", "/v1/gates", nil, &set)
 	if set.Gates[0].Task == "" {
 		t.Fatal("a refused save changed the saved gate")
@@ -108,7 +108,7 @@ func TestGateFromTemplate(t *testing.T) {
 	open(t, b, "#/gates", ".gate-card")
 	b.Run(t, "discard", chromedp.Click(`//button[text()="Discard changes"]`))
 	waitFor(t, b, "no unsaved badge", `!document.querySelector('.badge.warn[role=status]')`)
-	b.Shot(t, "gates")
+	shot(t, b, "gates")
 
 	// A second gate at the same point, made by an agent over the API.
 	adminAPI(t, p, "PUT", "/v1/gates/definitions/no-secrets", map[string]any{"point": "tool-before", "task": "Stop if {{tool.args}} prints a secret.", "description": "Keeps secrets out of tool calls."}, nil)
@@ -126,7 +126,7 @@ func TestGateFromTemplate(t *testing.T) {
 	b.Run(t, "save the scope", chromedp.Click(chromedp.CSS("[data-action=save]")))
 	waitFor(t, b, "the refusal next to the switch", `document.querySelector('[data-preset="default"] tr[data-gate="no-secrets"] .field-error')`)
 	mustContain(t, "refusal", textOf(t, b, `[data-preset="default"] tr[data-gate="no-secrets"]`), "only one enabled gate per preset and point")
-	b.Shot(t, "scope-refusal")
+	shot(t, b, "scope-refusal")
 	b.Run(t, "switch it off in this preset", chromedp.Click(chromedp.CSS(`[data-preset="default"] tr[data-gate="no-secrets"] input[role=switch]`)),
 		chromedp.Click(chromedp.CSS("[data-action=save]")))
 	waitFor(t, b, "saved", `!document.querySelector('.badge.warn[role=status]') && !document.querySelector('.alert')`)
@@ -139,7 +139,7 @@ func TestGateFromTemplate(t *testing.T) {
 			t.Fatalf("attachment %+v", a)
 		}
 	}
-	b.Shot(t, "scope")
+	shot(t, b, "scope")
 
 	// Two runs in a session, the way an agent host reports its points.
 	adminAPI(t, p, "POST", "/v1/gates/evaluate", map[string]any{"point": "tool-before", "session": map[string]any{"id": "sess-1", "preset": "default"},
@@ -151,12 +151,12 @@ func TestGateFromTemplate(t *testing.T) {
 	waitFor(t, b, "two runs", `document.querySelectorAll('table.records tbody tr').length === 2`)
 	waitFor(t, b, "the session's switches", `document.querySelectorAll('.switch-list li').length === 2`)
 	mustContain(t, "records", textOf(t, b, "table.records"), "block-risky-commands", "Blocked", "instruction-check", "Rejected", reason)
-	b.Shot(t, "records")
+	shot(t, b, "records")
 
 	// The rejected instruction's detail, and Edit and send into the hint composer.
 	b.Run(t, "open the rejected run", chromedp.Click(`//table[contains(@class,"records")]//tr[td[contains(., "instruction-check")]]//a`), chromedp.WaitVisible(chromedp.CSS(".record")))
 	mustContain(t, "detail", textOf(t, b, ".record"), "Rejected", "Pixie", "Original text", "fix it", "Final text", reason, "120 in · 24 out", "No helper calls")
-	b.Shot(t, "record-detail")
+	shot(t, b, "record-detail")
 	b.Run(t, "Edit and send", chromedp.Click(chromedp.CSS("[data-action=edit-and-send]")), chromedp.WaitVisible(chromedp.CSS("#hintbar .panel textarea")))
 	if v := Eval[[]string](t, b, `[document.querySelector('#hintbar textarea').value, document.querySelector('#hintbar .panel input').value]`); v[0] != "fix it" || v[1] != "sess-1" {
 		t.Fatalf("composer holds %q", v)
@@ -182,12 +182,12 @@ func TestGateFromTemplate(t *testing.T) {
 
 	// Narrow window.
 	viewport(t, b, 420, 800)
-	b.Shot(t, "records-narrow")
+	shot(t, b, "records-narrow")
 	open(t, b, "#/gates", ".gate-card")
-	b.Shot(t, "gates-narrow")
+	shot(t, b, "gates-narrow")
 	open(t, b, "#/gates?edit=block-risky-commands", "[name=task]")
-	b.Shot(t, "editor-narrow")
+	shot(t, b, "editor-narrow")
 	open(t, b, "#/scope", `[data-preset="default"]`)
-	b.Shot(t, "scope-narrow")
+	shot(t, b, "scope-narrow")
 	noConsoleErrors(t, b)
 }

@@ -180,3 +180,17 @@ func watchErrors(t *testing.T, b *Browser) {
 		return true;
 	})()`)
 }
+
+// shot writes a screenshot of the whole page: the viewport is stretched to the document's
+// height for the capture (Chromium's beyond-viewport capture is not reliable after the
+// viewport was changed), then put back.
+func shot(t *testing.T, b *Browser, name string) {
+	t.Helper()
+	size := Eval[[]int64](t, b, `[window.innerWidth, window.innerHeight, Math.max(document.documentElement.scrollHeight, document.body.scrollHeight)]`)
+	w, h, full := size[0], size[1], size[2]
+	if full > h {
+		viewport(t, b, w, full)
+		defer viewport(t, b, w, h)
+	}
+	b.Shot(t, name)
+}

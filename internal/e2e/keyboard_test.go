@@ -48,7 +48,7 @@ func TestKeyboardOnly(t *testing.T) {
 		t.Fatalf("the first Tab focuses %s, want the skip link", Eval[string](t, b, `document.activeElement.outerHTML.slice(0, 120)`))
 	}
 	tabTo(t, b, `nav a[data-nav="records"]`, 8)
-	b.Shot(t, "focus-on-nav")
+	shot(t, b, "focus-on-nav")
 	b.Run(t, "Enter opens Records", chromedp.KeyEvent(kb.Enter))
 	waitFor(t, b, "the Records page", `location.hash === '#/records' && document.querySelector('main h1') && document.querySelector('main h1').textContent === 'Records'`)
 	if v := Eval[string](t, b, `document.querySelector('nav a[aria-current=page]').dataset.nav`); v != "records" {
@@ -61,7 +61,7 @@ func TestKeyboardOnly(t *testing.T) {
 	waitFor(t, b, "the bar open with the input focused", `!document.querySelector('#hintbar .panel').hidden && document.activeElement === document.querySelector('#hintbar textarea')`)
 	b.Run(t, "type and send", chromedp.KeyEvent("Check the migration first"), chromedp.KeyEvent(kb.Enter))
 	waitFor(t, b, "the hint pending", `document.querySelector('[aria-label="Pending hints"]').innerText.includes('Check the migration first')`)
-	b.Shot(t, "hint-bar-by-keyboard")
+	shot(t, b, "hint-bar-by-keyboard")
 	b.Run(t, "Escape", chromedp.KeyEvent(kb.Escape))
 	waitFor(t, b, "the bar closed and the focus back", `document.querySelector('#hintbar .panel').hidden && document.activeElement === document.querySelector('#hintbar button.pill')`)
 
@@ -110,7 +110,7 @@ func TestPageScreenshots(t *testing.T) {
 					t.Fatalf("%s overflows a %d px window by %d px", pg.name, size.w, over)
 				}
 			}
-			b.Shot(t, fmt.Sprintf("%s-%d", pg.name, size.w))
+			shot(t, b, fmt.Sprintf("%s-%d", pg.name, size.w))
 		}
 	}
 	noConsoleErrors(t, b)

@@ -13,7 +13,7 @@ import (
 func login(t *testing.T, b *Browser, p *testutil.Proc) {
 	t.Helper()
 	b.Run(t, "open", chromedp.Navigate(p.URL+"/"), chromedp.WaitVisible(chromedp.CSS("#login-token")))
-	b.Shot(t, "login")
+	shot(t, b, "login")
 	b.Run(t, "wrong token", chromedp.SendKeys(chromedp.CSS("#login-token"), "not-the-token"),
 		chromedp.Click(chromedp.CSS("#login-form button[type=submit]")), chromedp.WaitVisible(chromedp.CSS("#login-error")))
 	if msg := b.Text(t, "#login-error"); !strings.Contains(msg, "not right") {
@@ -27,5 +27,5 @@ func TestLogin(t *testing.T) {
 	p := testutil.StartServer(t, t.TempDir(), nil)
 	b := NewBrowser(t, 1280, 800)
 	login(t, b, p)
-	b.Shot(t, "after-login")
+	shot(t, b, "after-login")
 }

@@ -106,7 +106,9 @@ async function route() {
     main.replaceChildren();
     await mod.render(main, { api, h, toast, errorBox, fieldErrors, uid, params: new URLSearchParams(location.hash.split('?')[1] || '') });
   } catch (e) {
-    main.replaceChildren(errorBox(e));
+    // A route the server does not mount means that part of Pixie is not enabled there.
+    main.replaceChildren(e.status === 404 && e.message === 'no such route'
+      ? errorBox('This part of Pixie is not enabled on this server.') : errorBox(e));
   }
 }
 

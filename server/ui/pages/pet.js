@@ -212,7 +212,7 @@ export function petMascot(root, ui) {
       wheel = w; wheelErr = null; skillsCount = s ? s.skills.length : null;
     } catch (e) { wheelErr = e; }
     if (channel === null) {
-      try { channel = await api('GET', '/v1/channel/status'); } catch { channel = false; }
+      try { channel = await api('GET', '/v1/channel/lark'); } catch { channel = false; }
     }
     if (open) { draw(); panel.querySelector('.wheel-entry:not([aria-disabled=true]), .wheel-entry, a')?.focus(); }
   }
@@ -240,7 +240,7 @@ export function petMascot(root, ui) {
   }
 
   function wheelView() {
-    if (wheelErr) return errorBox(wheelErr);
+    if (wheelErr) return wheelErr.status === 404 ? h('p', { class: 'muted' }, 'Pet is not enabled on this server.') : errorBox(wheelErr);
     if (!wheel) return h('p', { class: 'muted' }, 'Loading…');
     const entries = wheel.entries || [];
     const detail = h('div', { class: 'wheel-detail', 'aria-live': 'polite' });

@@ -18,11 +18,11 @@ const TABS = [
 
 // CH are the Lark channel routes.
 const CH = {
-  status: '/v1/channel/status',
-  binding: '/v1/channel/binding',
-  allowlist: '/v1/channel/allowlist',
-  pairing: '/v1/channel/pairing',
-  loci: '/v1/channel/loci',
+  status: '/v1/channel/lark',
+  binding: '/v1/channel/lark/binding',
+  allowlist: '/v1/channel/lark/allowlist',
+  pairing: '/v1/channel/lark/pairing',
+  loci: '/v1/channel/lark/loci',
 };
 
 const SOURCE_KEY = 'pixie.pet.defaultSource';
@@ -40,6 +40,7 @@ export async function render(main, ui) {
     const t = tabs(TABS, current, (id, byKey) => { current = id; history.replaceState(null, '', '#/pet-settings?tab=' + id); draw(byKey); }, 'Pet settings');
     fill(main, pageHead('Pet settings', 'Installation, environment and diagnostics of Pet. Day-to-day runs happen from the Pet button and the task panel.'), t.bar, t.panel);
     const f = { general, skills, locus, environment, channel, diagnostics }[current];
+    fill(t.panel, h('p', { class: 'muted' }, 'Loading…'));
     f(t.panel, ui).catch((e) => fill(t.panel, ui.errorBox(e)));
     if (kb) main.querySelector(`[role=tab][data-tab=${current}]`).focus();
   };
@@ -84,7 +85,7 @@ async function general(panel, ui) {
 async function skills(panel, ui) {
   const { api, errorBox } = ui;
   const importSec = h('section', { class: 'card', 'aria-labelledby': 'import-title' });
-  const listSec = h('section', { 'aria-labelledby': 'skills-title' });
+  const listSec = h('section', { 'aria-labelledby': 'skills-title' }, h('p', { class: 'muted' }, 'Loading…'));
   fill(panel, importSec, listSec);
   let inspection = null; let importErr = null;
   const path = h('input', { name: 'skill-path', placeholder: '/home/me/skills/review-notes', autocomplete: 'off', spellcheck: 'false' });
@@ -178,6 +179,7 @@ async function locus(panel, ui) {
   const { api, errorBox } = ui;
   fill(panel, h('p', { class: 'muted' }, 'Loading…'));
   let loci;
+  const reload = async () => { const r = await api('GET', CH.loci); loci = Array.isArray(r) ? r : r.loci || []; draw(); };
   try { const r = await api('GET', CH.loci); loci = Array.isArray(r) ? r : r.loci || []; } catch (e) { fill(panel, h('section', { class: 'card' }, h('h2', {}, 'Loci'), unavailable(e, 'The Lark channel'))); return; }
   const draw = () => fill(panel, 
     h('section', { class: 'card' }, h('h2', {}, 'Loci'),
@@ -192,14 +194,18 @@ async function locus(panel, ui) {
     tier.addEventListener('change', async () => {
       try { const v = await api('PATCH', `${CH.loci}/${encodeURIComponent(l.id)}`, { toolTier: tier.value }); Object.assign(l, v); ui.toast('Tool tier changed.'); } catch (e) { tier.value = l.toolTier; fill(err, errorBox(e)); }
     });
+    const cancel = !archived && l.currentDelivery ? h('button', { type: 'button', class: 'link' }, 'Cancel the current message') : null;
+    if (cancel) cancel.addEventListener('click', () => busy(cancel, async () => {
+      try { await api('POST', `${CH.loci}/${encodeURIComponent(l.id)}/cancel`, { reason: 'cancelled from Studio' }); ui.toast('The current message was cancelled; the next one is handed over.'); await reload(); } catch (e) { fill(err, errorBox(e)); }
+    }));
     const arch = archived ? null : h('button', { type: 'button', class: 'link' }, 'Archive');
     if (arch) arch.addEventListener('click', () => busy(arch, async () => {
       try { const v = await api('POST', `${CH.loci}/${encodeURIComponent(l.id)}/archive`, { reason: 'archived from Studio' }); Object.assign(l, v); draw(); } catch (e) { fill(err, errorBox(e)); }
     }));
     return h('tr', {}, h('td', {}, h('code', {}, l.entry), l.qa ? h('span', { class: 'badge' }, 'Q&A') : null),
-      h('td', {}, l.mainSession ? h('code', {}, l.mainSession.shortId || l.mainSessionId) : h('code', {}, l.mainSessionId)),
+      h('td', {}, h('a', { href: '#/records?session=' + encodeURIComponent(l.mainSessionId), title: l.mainSessionId }, h('code', {}, l.mainSession ? l.mainSession.shortId || l.mainSessionId : l.mainSessionId))),
       h('td', {}, l.child ? `${l.child.turns} turns` : '—'), h('td', {}, tier), h('td', {}, l.executor), h('td', {}, l.state),
-      h('td', {}, l.currentDelivery ? `1 current, ${l.queued} queued` : `${l.queued || 0} queued`), h('td', {}, arch, err));
+      h('td', {}, l.currentDelivery ? `1 current, ${l.queued} queued` : `${l.queued || 0} queued`), h('td', {}, h('div', { class: 'stack' }, cancel, arch), err));
   }
   draw();
 }
@@ -255,7 +261,7 @@ async function channel(panel, ui) {
   const load = async () => {
     status = await api('GET', CH.status);
     const a = await api('GET', CH.allowlist).catch(() => []);
-    allow = Array.isArray(a) ? a : a.allowlist || a.entries || [];
+    allow = Array.isArray(a) ? a : a.entries || [];
   };
   try { await load(); } catch (e) { fill(panel, h('section', { class: 'card' }, h('h2', {}, 'Lark channel'), unavailable(e, 'The Lark channel'))); return; }
   const draw = () => {
@@ -275,9 +281,14 @@ async function channel(panel, ui) {
         allow.length ? h('table', {}, h('thead', {}, h('tr', {}, ['Sender', 'Name', 'Added', ''].map((x) => h('th', { scope: 'col' }, x)))),
           h('tbody', {}, allow.map((e) => h('tr', {}, h('td', {}, h('code', {}, e.openId), e.owner ? h('span', { class: 'badge' }, 'owner') : null), h('td', {}, e.name || '—'),
             h('td', {}, `${fmtTime(e.addedAt)} (${e.via})`),
-            h('td', { class: 'right' }, h('button', { type: 'button', class: 'link', 'aria-label': `Remove ${e.openId}`, onclick: async () => {
-              try { await api('DELETE', `${CH.allowlist}/${encodeURIComponent(e.openId)}`); await load(); draw(); } catch (x) { panel.prepend(errorBox(x)); }
-            } }, 'Remove')))))) : h('p', { class: 'muted' }, 'Nobody is allowlisted yet.'),
+            h('td', { class: 'right' },
+              e.owner ? null : h('button', { type: 'button', class: 'link', 'aria-label': `Make ${e.openId} the owner`, onclick: async () => {
+                try { await api('PATCH', `${CH.allowlist}/${encodeURIComponent(e.openId)}`, { owner: true }); await load(); draw(); } catch (x) { panel.prepend(errorBox(x)); }
+              } }, 'Make owner'),
+              h('button', { type: 'button', class: 'link', 'aria-label': `Remove ${e.openId}`, onclick: async () => {
+                try { await api('DELETE', `${CH.allowlist}/${encodeURIComponent(e.openId)}`); await load(); draw(); } catch (x) { panel.prepend(errorBox(x)); }
+              } }, 'Remove')))))) : h('p', { class: 'muted' }, 'Nobody is allowlisted yet.'),
+        h('p', { class: 'help' }, 'The owner is the person the Q&A group action adds to the groups it opens.'),
         manualAllow()));
   };
   function bindForm() {
@@ -286,7 +297,7 @@ async function channel(panel, ui) {
     const err = h('div');
     const bind = h('button', { type: 'button' }, 'Bind and verify');
     bind.addEventListener('click', () => busy(bind, async () => {
-      try { status = await api('POST', CH.binding, { appId: f.appId.value, appSecret: f.appSecret.value, verificationToken: f.verificationToken.value, encryptKey: f.encryptKey.value || undefined }); ui.toast('The bot is bound.'); draw(); } catch (e) { fill(err, errorBox(e)); }
+      try { status = await api('PUT', CH.binding, { appId: f.appId.value, appSecret: f.appSecret.value, verificationToken: f.verificationToken.value, encryptKey: f.encryptKey.value || undefined }); ui.toast('The bot is bound.'); draw(); } catch (e) { fill(err, errorBox(e)); }
     }));
     return h('div', {}, h('h3', {}, 'Bind a bot'),
       h('div', { class: 'form-grid' }, field('App id', f.appId), field('App secret', f.appSecret), field('Verification token', f.verificationToken), field('Encrypt key (recommended)', f.encryptKey)),

@@ -80,7 +80,7 @@ async function list(main, ui, session) {
   const more = h('button', { type: 'button', class: 'secondary', hidden: true }, 'Load more');
   const status = h('div');
   fill(runs, h('div', { class: 'section-head' }, h('h2', { id: 'runs-title' }, `Runs of ${session}`)), status);
-  const table = h('div', { class: 'table-wrap' }, h('table', { class: 'records' },
+  const table = h('div', { class: 'table-wrap' }, h('table', { class: 'records stack-sm' },
     h('thead', {}, h('tr', {}, ['When it ran', 'Gate', 'Point', 'Turn', 'Action', 'Concluded by', 'Reason or error', 'Usage'].map((x) => h('th', { scope: 'col' }, x)))),
     tbody));
   const load = async () => {
@@ -91,11 +91,11 @@ async function list(main, ui, session) {
     for (const r of page.records) {
       rows.push(r);
       tbody.append(h('tr', { 'data-run': r.id },
-        h('td', {}, h('a', { href: link(session, r.id), 'aria-label': `Open the run of ${r.gate} at ${fmtTime(r.startedAt)}` }, fmtTime(r.startedAt))),
-        h('td', {}, r.gate), h('td', {}, pointLabel(r.point)), h('td', {}, String(r.turn)),
-        h('td', {}, actionBadge(r.action)), h('td', {}, CONCLUDED[r.concludedBy] || r.concludedBy || '—'),
-        h('td', { class: 'clip' }, r.error ? h('span', { class: 'error' }, r.error) : (r.reason || (r.verdict ? `verdict: ${r.verdict}` : '—'))),
-        h('td', {}, fmtUsage(r.usage), r.helperCalls ? h('span', { class: 'muted' }, ` · ${r.helperCalls} helper call${r.helperCalls === 1 ? '' : 's'}`) : null)));
+        h('td', { 'data-label': 'When it ran' }, h('a', { href: link(session, r.id), 'aria-label': `Open the run of ${r.gate} at ${fmtTime(r.startedAt)}` }, fmtTime(r.startedAt))),
+        h('td', { 'data-label': 'Gate' }, r.gate), h('td', { 'data-label': 'Point' }, pointLabel(r.point)), h('td', { 'data-label': 'Turn' }, String(r.turn)),
+        h('td', { 'data-label': 'Action' }, actionBadge(r.action)), h('td', { 'data-label': 'Concluded by' }, CONCLUDED[r.concludedBy] || r.concludedBy || '—'),
+        h('td', { class: 'clip', 'data-label': 'Reason or error' }, r.error ? h('span', { class: 'error' }, r.error) : (r.reason || (r.verdict ? `verdict: ${r.verdict}` : '—'))),
+        h('td', { 'data-label': 'Usage' }, fmtUsage(r.usage), r.helperCalls ? h('span', { class: 'muted' }, ` · ${r.helperCalls} helper call${r.helperCalls === 1 ? '' : 's'}`) : null)));
     }
     more.hidden = !next;
   };
@@ -139,11 +139,12 @@ async function detail(main, ui, session, id) {
         r.reason ? h('div', {}, h('h3', {}, 'Reason'), h('p', {}, r.reason)) : null,
         r.suggestion ? h('div', {}, h('h3', {}, 'Suggestion'), h('pre', {}, r.suggestion)) : null)),
     sec('Notes', (r.notes || []).length ? h('ul', {}, r.notes.map((n) => h('li', {}, h('pre', { class: 'note-text' }, n)))) : h('p', { class: 'muted' }, 'No notes.')),
-    sec('Helper calls', (r.helperCalls || []).length ? h('div', { class: 'table-wrap' }, h('table', {},
+    sec('Helper calls', (r.helperCalls || []).length ? h('div', { class: 'table-wrap' }, h('table', { class: 'stack-sm' },
       h('thead', {}, h('tr', {}, ['Call', 'Judge type', 'Chosen', 'Engine', 'Confidence', 'Usage', 'Time', 'Error'].map((x) => h('th', { scope: 'col' }, x)))),
-      h('tbody', {}, r.helperCalls.map((c) => h('tr', {}, h('td', {}, c.type), h('td', {}, c.judgeType || '—'), h('td', {}, c.label || '—'),
-        h('td', {}, c.engine || '—'), h('td', {}, c.confidence != null ? c.confidence.toFixed(2) : '—'), h('td', {}, fmtUsage(c.usage)),
-        h('td', {}, fmtMs(c.durationMs)), h('td', {}, c.error ? h('span', { class: 'error' }, c.error) : '—')))))) : h('p', { class: 'muted' }, 'No helper calls.')),
+      h('tbody', {}, r.helperCalls.map((c) => h('tr', {}, h('td', { 'data-label': 'Call' }, c.type), h('td', { 'data-label': 'Judge type' }, c.judgeType || '—'),
+        h('td', { 'data-label': 'Chosen' }, c.label || '—'), h('td', { 'data-label': 'Engine' }, c.engine || '—'),
+        h('td', { 'data-label': 'Confidence' }, c.confidence != null ? c.confidence.toFixed(2) : '—'), h('td', { 'data-label': 'Usage' }, fmtUsage(c.usage)),
+        h('td', { 'data-label': 'Time' }, fmtMs(c.durationMs)), h('td', { 'data-label': 'Error' }, c.error ? h('span', { class: 'error' }, c.error) : '—')))))) : h('p', { class: 'muted' }, 'No helper calls.')),
     r.rule ? sec('Hook script run', dl([['Rule', h('code', {}, `${r.rule.kind}: ${r.rule.name}`)], ['Exit code', String(r.rule.exitCode)], ['Time', fmtMs(r.rule.durationMs)],
       ['Output', r.rule.stdout ? h('pre', {}, r.rule.stdout) : null]])) : null,
     (r.logs || []).length ? sec('Guest log', h('pre', {}, r.logs.map((l) => `[${l.level}] ${l.message}`).join('\n'))) : null,
