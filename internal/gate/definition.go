@@ -338,7 +338,7 @@ func (s *Service) checkRule(ctx context.Context, r Rule, f string, scripts map[s
 			add(f+".kind", "WASM modules are not available on this server")
 			return nil
 		}
-		ok, err := s.cfg.Modules.ModuleExists(ctx, r.Name)
+		ok, err := s.moduleExists(ctx, r.Name)
 		if err != nil {
 			return fmt.Errorf("gate: check module %q: %w", r.Name, err)
 		}
@@ -543,7 +543,7 @@ func (s *Service) mutate(ctx context.Context, wantRev int64, f func(*Set) error)
 		if next.Presets == nil {
 			next.Presets = []Preset{}
 		}
-		ps, err := s.validate(ctx, &next, scripts, scriptsErr)
+		ps, err := s.validate(context.WithValue(ctx, saveTxKey{}, tx), &next, scripts, scriptsErr)
 		if err != nil {
 			return err
 		}
@@ -607,6 +607,19 @@ func clonePresets(ps []Preset) []Preset {
 	return out
 }
 
+// saveTxKey carries a save's transaction to the module check of validate.
+type saveTxKey struct{}
+
+// moduleExists checks a module rule, inside the save's transaction when the checker can.
+func (s *Service) moduleExists(ctx context.Context, name string) (bool, error) {
+	if tc, ok := s.cfg.Modules.(TxModuleChecker); ok {
+		if tx, ok := ctx.Value(saveTxKey{}).(*store.Tx); ok {
+			return tc.ModuleExistsTx(ctx, tx, name)
+		}
+	}
+	return s.cfg.Modules.ModuleExists(ctx, name)
+}
+
 // InUse reports whether a saved gate uses the module called name (the module registry refuses
 // to delete a module in use).
 func (s *Service) InUse(ctx context.Context, name string) (bool, error) {
@@ -614,12 +627,27 @@ func (s *Service) InUse(ctx context.Context, name string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	return usesModule(set, name), nil
+}
+
+// ModuleInUse is InUse inside the caller's store transaction: the module registry's delete
+// passes its own, so that a save changing the definitions meanwhile conflicts with the delete
+// (which the store then retries) instead of both committing.
+func (s *Service) ModuleInUse(ctx context.Context, tx *store.Tx, name string) (bool, error) {
+	set, err := loadSet(tx)
+	if err != nil {
+		return false, err
+	}
+	return usesModule(set, name), nil
+}
+
+func usesModule(set Set, name string) bool {
 	for _, g := range set.Gates {
 		if g.Rule != nil && g.Rule.Kind == runtime.KindModule && g.Rule.Name == name {
-			return true, nil
+			return true
 		}
 	}
-	return false, nil
+	return false
 }
 
 // snapshot indexes the saved set for evaluation.

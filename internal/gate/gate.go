@@ -35,6 +35,16 @@ type ModuleChecker interface {
 	ModuleExists(ctx context.Context, name string) (bool, error)
 }
 
+// TxModuleChecker is a ModuleChecker that can also check inside a save's store transaction
+// (the module registry implements it). A save then reads the module's record in its own
+// transaction, so a concurrent delete of that module makes one of the two conflict and retry:
+// a saved gate never names a deleted module. (The registry's delete does the same the other
+// way round, through Service.ModuleInUse.)
+type TxModuleChecker interface {
+	ModuleChecker
+	ModuleExistsTx(ctx context.Context, tx *store.Tx, name string) (bool, error)
+}
+
 // Config configures a Service. The zero value works.
 type Config struct {
 	// Home is Pixie's data directory; the default script folder is <Home>/commands. Empty
