@@ -75,9 +75,9 @@ const (
 	MaxInputSize = 8 << 20
 )
 
-// Input is the part of a Claude Code / Codex hook input that Pixie reads. Unknown fields are
+// hookInput is the part of a Claude Code / Codex hook input that Pixie reads. Unknown fields are
 // ignored: hosts add fields over time.
-type Input struct {
+type hookInput struct {
 	SessionID      string `json:"session_id"`
 	TranscriptPath string `json:"transcript_path,omitempty"`
 	Cwd            string `json:"cwd"`
@@ -148,7 +148,7 @@ func Map(input []byte) (Event, error) {
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return Event{}, errs.New(errs.Invalid, "hook input must be a JSON object")
 	}
-	var in Input
+	var in hookInput
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	if err := dec.Decode(&in); err != nil {
 		return Event{}, errs.Wrap(errs.Invalid, err, "invalid hook input JSON: %s", err.Error())
@@ -156,11 +156,11 @@ func Map(input []byte) (Event, error) {
 	if dec.More() {
 		return Event{}, errs.New(errs.Invalid, "invalid hook input JSON: trailing data after the object")
 	}
-	return MapInput(in)
+	return mapInput(in)
 }
 
-// MapInput maps a decoded hook input (see Map).
-func MapInput(in Input) (Event, error) {
+// mapInput maps a decoded hook input (see Map).
+func mapInput(in hookInput) (Event, error) {
 	if in.HookEventName == "" {
 		return Event{}, errs.New(errs.Invalid, "hook_event_name is required")
 	}
