@@ -22,11 +22,14 @@ package judge
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"log/slog"
+	"net/url"
 	"sort"
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode"
 
 	"github.com/pixie-dev/pixie/internal/abi"
 	"github.com/pixie-dev/pixie/internal/errs"
@@ -105,19 +108,27 @@ type JevInfo struct {
 	Key     KeyStatus `json:"key"`
 }
 
-// Service is the decision engine. It is safe for concurrent use.
+// Service is the decision engine. It is safe for concurrent use; Reconfigure replaces its
+// configuration while judgments run (each judgment uses the configuration it started with).
 type Service struct {
+	pixie model.Model // the Pixie model given to New: the llm engine's model when no judge model is set
+	keys  *KeyStore
+	log   *slog.Logger
+	eng   atomic.Pointer[engine]
+	// noLogprobs names the model (see modelIdentity) that showed it gives no log-probabilities;
+	// later judgments with that model go straight to the JSON answer. A different model (after
+	// Reconfigure, or a swapped Pixie model) is asked for log-probabilities again.
+	noLogprobs atomic.Pointer[string]
+}
+
+// engine is one immutable configuration of the Service.
+type engine struct {
 	cfg        Config
 	prompt     string
 	model      model.Model
 	pixieModel bool
 	modelErr   error // a judge model that could not be built
-	keys       *KeyStore
 	jev        *jevClient
-	log        *slog.Logger
-	// noLogprobs is set once the judge model showed it gives no log-probabilities; later
-	// judgments go straight to the JSON answer.
-	noLogprobs atomic.Bool
 }
 
 // New returns the decision engine. pixieModel answers when cfg.Model sets no provider (nil
@@ -125,29 +136,96 @@ type Service struct {
 // configuration (unknown engine, invalid judge model) makes every Judge call fail with a
 // coded error and shows in Info().Problem.
 func New(cfg Config, pixieModel model.Model, keys *KeyStore) *Service {
-	s := &Service{cfg: cfg, keys: keys, log: cfg.Logger}
+	s := &Service{pixie: pixieModel, keys: keys, log: cfg.Logger}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	s.cfg.Engine = strings.ToLower(strings.TrimSpace(cfg.Engine))
-	if s.cfg.Engine == "" {
-		s.cfg.Engine = EngineLLM
+	s.eng.Store(s.build(cfg))
+	return s
+}
+
+// build turns cfg into an engine; it never fails (a bad judge model is kept as modelErr).
+func (s *Service) build(cfg Config) *engine {
+	e := &engine{cfg: cfg}
+	e.cfg.Engine = strings.ToLower(strings.TrimSpace(cfg.Engine))
+	if e.cfg.Engine == "" {
+		e.cfg.Engine = EngineLLM
 	}
-	s.prompt = cfg.SystemPrompt
-	if strings.TrimSpace(s.prompt) == "" {
-		s.prompt = DefaultSystemPrompt
+	e.prompt = cfg.SystemPrompt
+	if strings.TrimSpace(e.prompt) == "" {
+		e.prompt = DefaultSystemPrompt
 	}
 	if strings.TrimSpace(cfg.Model.Provider) != "" {
 		m, err := model.New(cfg.Model)
 		if err != nil {
-			s.modelErr = err
+			e.modelErr = err
 		}
-		s.model = m
+		e.model = m
 	} else {
-		s.model, s.pixieModel = pixieModel, true
+		e.model, e.pixieModel = s.pixie, true
 	}
-	s.jev = newJevClient(cfg.Jev, keys)
-	return s
+	e.jev = newJevClient(cfg.Jev, s.keys)
+	return e
+}
+
+// Reconfigure replaces the engine, the system prompt, the judge model and the Jev settings at
+// run time, keeping the key store, the Pixie model and the logger given to New (cfg.Logger is
+// ignored). cfg is checked with CheckConfig first: on an error nothing changes. Judgments
+// already running finish with the configuration they started with.
+func (s *Service) Reconfigure(cfg Config) error {
+	if err := CheckConfig(cfg); err != nil {
+		return err
+	}
+	s.eng.Store(s.build(cfg))
+	return nil
+}
+
+// MaxSystemPromptLength caps Config.SystemPrompt in bytes.
+const MaxSystemPromptLength = 64 << 10
+
+// CheckConfig validates cfg without contacting anything: the engine name, the system prompt's
+// size, the judge model (built as model.New would), and the Jev base URL, model and timeout.
+// Errors are errs.Invalid and name the setting (judge.engine, judge.model, judge.jevBaseUrl,
+// …).
+func CheckConfig(cfg Config) error {
+	switch strings.ToLower(strings.TrimSpace(cfg.Engine)) {
+	case "", EngineLLM, EngineJev:
+	default:
+		return errs.New(errs.Invalid, "judge.engine: unknown decision engine %q: use %q or %q", cfg.Engine, EngineLLM, EngineJev)
+	}
+	if len(cfg.SystemPrompt) > MaxSystemPromptLength {
+		return errs.New(errs.Invalid, "judge.systemPrompt: the system prompt is over %d bytes", MaxSystemPromptLength)
+	}
+	if strings.TrimSpace(cfg.Model.Provider) != "" {
+		if _, err := model.New(cfg.Model); err != nil {
+			return errs.Wrap(errs.Invalid, err, "judge.model: %s", errMessage(err))
+		}
+	}
+	if cfg.Jev.BaseURL != "" {
+		u, err := url.Parse(cfg.Jev.BaseURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return errs.New(errs.Invalid, "judge.jevBaseUrl: %q is not an absolute http(s) URL", cfg.Jev.BaseURL)
+		}
+		if u.User != nil {
+			return errs.New(errs.Invalid, "judge.jevBaseUrl: the URL must not carry credentials; save the Jev key instead")
+		}
+	}
+	if m := strings.TrimSpace(cfg.Jev.Model); len(m) > 128 || strings.IndexFunc(m, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+		return errs.New(errs.Invalid, "judge.jevModel: a Jev model name is at most 128 characters without spaces")
+	}
+	if cfg.Jev.Timeout < 0 {
+		return errs.New(errs.Invalid, "judge.jevTimeout: the Jev timeout must not be negative")
+	}
+	return nil
+}
+
+// errMessage is the client-safe message of err (the coded message when there is one).
+func errMessage(err error) string {
+	var ce *errs.Error
+	if errors.As(err, &ce) && ce.Message != "" {
+		return ce.Message
+	}
+	return err.Error()
 }
 
 // Keys returns the Jev key store (nil when none was given).
@@ -156,37 +234,38 @@ func (s *Service) Keys() *KeyStore { return s.keys }
 // Info describes the engine.
 func (s *Service) Info() Info {
 	ctx := context.Background()
+	e := s.eng.Load()
 	in := Info{
-		Engine:             s.cfg.Engine,
-		UsesPixieModel:     s.pixieModel,
-		CustomSystemPrompt: s.prompt != DefaultSystemPrompt,
-		Jev:                JevInfo{BaseURL: s.jev.baseURL, Model: s.jev.model, Timeout: s.jev.timeout.String()},
+		Engine:             e.cfg.Engine,
+		UsesPixieModel:     e.pixieModel,
+		CustomSystemPrompt: e.prompt != DefaultSystemPrompt,
+		Jev:                JevInfo{BaseURL: e.jev.baseURL, Model: e.jev.model, Timeout: e.jev.timeout.String()},
 	}
-	if s.model != nil {
-		in.Model = s.model.Info()
+	if e.model != nil {
+		in.Model = e.model.Info()
 	}
 	if s.keys != nil {
 		st, err := s.keys.Status(ctx)
 		in.Jev.Key = st
-		if err != nil && s.cfg.Engine == EngineJev {
+		if err != nil && e.cfg.Engine == EngineJev {
 			in.Problem = err.Error()
 		}
 	}
-	if p := s.configProblem(); p != nil {
+	if p := e.configProblem(); p != nil {
 		in.Problem = p.Error()
 	}
 	return in
 }
 
 // configProblem reports a configuration that cannot judge at all.
-func (s *Service) configProblem() error {
-	switch s.cfg.Engine {
+func (e *engine) configProblem() error {
+	switch e.cfg.Engine {
 	case EngineLLM, EngineJev:
 	default:
-		return errs.New(errs.Unavailable, "unknown decision engine %q: use %q or %q", s.cfg.Engine, EngineLLM, EngineJev)
+		return errs.New(errs.Unavailable, "unknown decision engine %q: use %q or %q", e.cfg.Engine, EngineLLM, EngineJev)
 	}
-	if s.cfg.Engine == EngineLLM && s.modelErr != nil {
-		return errs.Wrap(errs.Unavailable, s.modelErr, "the judge model is misconfigured: %v", s.modelErr)
+	if e.cfg.Engine == EngineLLM && e.modelErr != nil {
+		return errs.Wrap(errs.Unavailable, e.modelErr, "the judge model is misconfigured: %v", e.modelErr)
 	}
 	return nil
 }
@@ -199,7 +278,8 @@ func (s *Service) Judge(ctx context.Context, req abi.JudgeRequest) (abi.JudgeRes
 	if err := Validate(req); err != nil {
 		return abi.JudgeResponse{}, err
 	}
-	if err := s.configProblem(); err != nil {
+	e := s.eng.Load()
+	if err := e.configProblem(); err != nil {
 		return abi.JudgeResponse{}, err
 	}
 	start := time.Now()
@@ -207,19 +287,19 @@ func (s *Service) Judge(ctx context.Context, req abi.JudgeRequest) (abi.JudgeRes
 		resp abi.JudgeResponse
 		err  error
 	)
-	if s.cfg.Engine == EngineJev {
-		resp, err = s.jev.judge(ctx, req)
+	if e.cfg.Engine == EngineJev {
+		resp, err = e.jev.judge(ctx, req)
 	} else {
-		resp, err = s.judgeLLM(ctx, req)
+		resp, err = s.judgeLLM(ctx, e, req)
 	}
-	attrs := []any{"engine", s.cfg.Engine, "questions", len(req.Questions), "ms", time.Since(start).Milliseconds(),
+	attrs := []any{"engine", e.cfg.Engine, "questions", len(req.Questions), "ms", time.Since(start).Milliseconds(),
 		"inputTokens", resp.Usage.InputTokens, "outputTokens", resp.Usage.OutputTokens}
 	if err != nil {
 		s.log.Warn("judge: judgment failed", append(attrs, "code", string(errs.CodeOf(err)), "err", err.Error())...)
-		return abi.JudgeResponse{Engine: s.cfg.Engine, Usage: resp.Usage}, err
+		return abi.JudgeResponse{Engine: e.cfg.Engine, Usage: resp.Usage}, err
 	}
 	s.log.Debug("judge: judged", attrs...)
-	resp.Engine = s.cfg.Engine
+	resp.Engine = e.cfg.Engine
 	return resp, nil
 }
 

@@ -38,8 +38,8 @@ const noModelMessage = "no model for the decision engine: configure the Pixie mo
 
 // judgeLLM answers each question with one model call (two when a log-probability answer has
 // to fall back to JSON), concurrently, and sums the usage.
-func (s *Service) judgeLLM(ctx context.Context, req abi.JudgeRequest) (abi.JudgeResponse, error) {
-	if s.model == nil || !s.model.Info().Configured {
+func (s *Service) judgeLLM(ctx context.Context, e *engine, req abi.JudgeRequest) (abi.JudgeResponse, error) {
+	if e.model == nil || !e.model.Info().Configured {
 		return abi.JudgeResponse{}, errs.Wrap(errs.Unavailable, model.ErrNoModel, "%s", noModelMessage)
 	}
 	ids := sortedIDs(req.Questions)
@@ -62,7 +62,7 @@ func (s *Service) judgeLLM(ctx context.Context, req abi.JudgeRequest) (abi.Judge
 				return
 			}
 			defer func() { <-sem }()
-			answers[i], usages[i], errsByQ[i] = s.answerLLM(ctx, req.State, req.Questions[id])
+			answers[i], usages[i], errsByQ[i] = s.answerLLM(ctx, e, req.State, req.Questions[id])
 			if errsByQ[i] != nil {
 				cancel() // one failure fails the judgment: stop the others
 			}
@@ -112,26 +112,37 @@ func codeJudgeError(err error, prefix string) error {
 
 // answerLLM answers one question: log-probabilities when the model may give them, else (or
 // when it gave none) a JSON answer.
-func (s *Service) answerLLM(ctx context.Context, state string, q abi.Question) (abi.Answer, model.Usage, error) {
+func (s *Service) answerLLM(ctx context.Context, e *engine, state string, q abi.Question) (abi.Answer, model.Usage, error) {
 	var usage model.Usage
-	if s.model.Info().Provider == model.ProviderOpenAI && !s.noLogprobs.Load() {
-		a, u, fallback, err := s.answerLogprobs(ctx, state, q)
+	if info := e.model.Info(); info.Provider == model.ProviderOpenAI && !s.lacksLogprobs(info) {
+		a, u, fallback, err := s.answerLogprobs(ctx, e, state, q)
 		usage = usage.Add(u)
 		if !fallback {
 			return a, usage, err
 		}
 	}
-	a, u, err := s.answerJSON(ctx, state, q)
+	a, u, err := s.answerJSON(ctx, e, state, q)
 	return a, usage.Add(u), err
+}
+
+// modelIdentity names a model for the no-log-probabilities memory.
+func modelIdentity(in model.Info) string {
+	return in.Provider + "\x00" + in.BaseURL + "\x00" + in.Model
+}
+
+// lacksLogprobs reports whether the model described by in showed it gives no log-probabilities.
+func (s *Service) lacksLogprobs(in model.Info) bool {
+	p := s.noLogprobs.Load()
+	return p != nil && *p == modelIdentity(in)
 }
 
 // answerLogprobs asks for a one-token answer and reads its probabilities. fallback is true
 // when the model gave no log-probabilities (or refused the request for them) and the caller
 // should ask for JSON instead.
-func (s *Service) answerLogprobs(ctx context.Context, state string, q abi.Question) (a abi.Answer, u model.Usage, fallback bool, err error) {
+func (s *Service) answerLogprobs(ctx context.Context, e *engine, state string, q abi.Question) (a abi.Answer, u model.Usage, fallback bool, err error) {
 	zero := 0.0
-	resp, err := s.model.Complete(ctx, model.Request{
-		System:      s.prompt,
+	resp, err := e.model.Complete(ctx, model.Request{
+		System:      e.prompt,
 		Messages:    []model.Message{{Role: model.RoleUser, Content: questionPrompt(state, q, false)}},
 		MaxTokens:   logprobMaxTokens,
 		Temperature: &zero,
@@ -147,9 +158,11 @@ func (s *Service) answerLogprobs(ctx context.Context, state string, q abi.Questi
 	}
 	weights, mass, ok := extractWeights(resp.Logprobs, q)
 	if !ok {
-		s.noLogprobs.Store(true)
+		info := e.model.Info()
+		id := modelIdentity(info)
+		s.noLogprobs.Store(&id)
 		s.log.Info("judge: the judge model gives no log-probabilities; asking for JSON answers from now on",
-			"model", s.model.Info().Model)
+			"model", info.Model)
 		return abi.Answer{}, resp.Usage, true, nil
 	}
 	a, ok = buildAnswer(q, weights)
@@ -259,10 +272,10 @@ func answerTokens(q abi.Question) []string {
 }
 
 // answerJSON asks for a JSON object of probabilities and validates it.
-func (s *Service) answerJSON(ctx context.Context, state string, q abi.Question) (abi.Answer, model.Usage, error) {
+func (s *Service) answerJSON(ctx context.Context, e *engine, state string, q abi.Question) (abi.Answer, model.Usage, error) {
 	zero := 0.0
-	resp, err := s.model.Complete(ctx, model.Request{
-		System:      s.prompt,
+	resp, err := e.model.Complete(ctx, model.Request{
+		System:      e.prompt,
 		Messages:    []model.Message{{Role: model.RoleUser, Content: questionPrompt(state, q, true)}},
 		MaxTokens:   jsonMaxTokens,
 		Temperature: &zero,
