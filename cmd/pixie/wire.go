@@ -49,6 +49,12 @@ func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *stor
 		sandboxInfo["error"] = err.Error()
 	}
 	info["sandbox"] = sandboxInfo
+	// WASM modules: the registry (<home>/blobs) and their executor (compile cache <home>/cache/wasm).
+	mods, err := newModules(ctx, cfg, log, st, rules, info)
+	if err != nil {
+		return nil, err
+	}
+	a.closers = append(a.closers, mods.close)
 
 	// The decision engine: the judge model (or the Pixie model), the Jev key from the
 	// environment, a .env file (working directory or home), or the home's credentials file.
@@ -66,9 +72,10 @@ func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *stor
 	}
 	gates := gate.New(st, rules, pixieModel, judgeSvc, gate.Config{
 		Home: cfg.Home, ScriptDir: cfg.Gates.ScriptDir, DefaultTimeout: cfg.Gates.DefaultTimeout,
-		HelperURL: helperURL, Logger: log,
+		HelperURL: helperURL, Logger: log, Modules: mods.checker(),
 	})
 	a.gates = gates
+	mods.warm(ctx, gates)
 
 	hints, err := hint.New(st, hint.Config{
 		MaxPerStep: cfg.Hints.MaxPerStep, MaxContentChars: cfg.Hints.MaxContentChars,
@@ -100,6 +107,9 @@ func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *stor
 		Hooks: hooks.New(st, gates, hints, hooks.Config{DefaultPreset: cfg.Hooks.DefaultPreset, Logger: log}),
 		Gates: gates,
 		Judge: judgeSvc,
+
+		Modules:     mods.reg,
+		ModuleInUse: gates.ModuleInUse,
 	}
 	deps.Channel = larkCh
 	// Updating Pixie updates the agent skills `pixie init claude --write` installed (files the

@@ -126,6 +126,7 @@ func (v *Validator) Validate(ctx context.Context, wasm []byte, entry string) (mo
 	}
 	slices.Sort(info.Exports)
 	slices.Sort(info.Imports)
+	info.Imports = slices.Compact(info.Imports) // a Go guest imports fd_write twice
 	fn, ok := cm.ExportedFunctions()[entry]
 	if !ok {
 		return modules.Info{}, refuse("module does not export the entry point %q (exports: %s)", entry, strings.Join(info.Exports, ", "))
