@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -51,7 +53,8 @@ type gateSet struct {
 func TestGateFromTemplate(t *testing.T) {
 	const reason = "rm -rf would delete the whole projects folder; move it to a trash folder instead."
 	m := newModelServer(t, `{"verdict":"stop","reason":"`+reason+`"}`, "unused")
-	p := testutil.StartServer(t, t.TempDir(), nil, m.modelArgs()...)
+	home := t.TempDir()
+	p := testutil.StartServer(t, home, nil, m.modelArgs()...)
 	b := NewBrowser(t, 1280, 800)
 	viewport(t, b, 1280, 800)
 	login(t, b, p)
@@ -114,8 +117,25 @@ func TestGateFromTemplate(t *testing.T) {
 	adminAPI(t, p, "PUT", "/v1/gates/definitions/no-secrets", map[string]any{"point": "tool-before", "task": "Stop if {{tool.args}} prints a secret.", "description": "Keeps secrets out of tool calls."}, nil)
 	adminAPI(t, p, "PUT", "/v1/gates/definitions/instruction-check", map[string]any{"point": "user-message", "task": "Stop when the instruction has no goal."}, nil)
 
-	// Scope: a preset with both tool-before gates on is refused next to the second switch.
+	// Scope: the script folder lists a script added after start once refreshed; a WASM guest
+	// uploads and is listed.
 	open(t, b, "#/scope", "[name=preset]")
+	waitFor(t, b, "the folder listed", `document.querySelector('[aria-labelledby=folder-title]').innerText.includes('In use')`)
+	if err := os.MkdirAll(filepath.Join(home, "commands"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, "commands", "measure-subtitle.sh"), []byte("#!/bin/bash\nwc -c\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b.Run(t, "refresh the list", chromedp.Click(chromedp.CSS("[data-action=refresh-scripts]")))
+	waitFor(t, b, "the script listed", `document.querySelector('table.scripts') && document.querySelector('table.scripts').innerText.includes('{{hooks.measure-subtitle.text}}')`)
+	guest := testutil.GuestPath(t, "block-risky-commands")
+	b.Run(t, "upload a module", chromedp.SetUploadFiles(chromedp.CSS("[name=module]"), []string{guest}),
+		chromedp.Evaluate[chromedp.Void](`document.querySelector('[name=module]').dispatchEvent(new Event('change'))`),
+		chromedp.Click(chromedp.CSS("[data-action=upload-module]")))
+	waitFor(t, b, "the module listed", `document.querySelector('tr[data-module="block-risky-commands"]')`)
+
+	// A preset with both tool-before gates on is refused next to the second switch.
 	b.Run(t, "new preset", chromedp.SendKeys(chromedp.CSS("[name=preset]"), "default\n"), chromedp.WaitVisible(chromedp.CSS(`[data-preset="default"]`)))
 	for _, g := range []string{"block-risky-commands", "no-secrets", "instruction-check"} {
 		b.Run(t, "add "+g, chromedp.SetValue(chromedp.CSS(`[data-preset="default"] [name=add-gate]`), g),

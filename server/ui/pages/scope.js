@@ -137,29 +137,29 @@ export async function render(main, ui) {
   }
 
   // --- modules ---
-  let modules = null; let modErr = null;
+  let modules = null; let modErr = null; let maxSize = 0;
   const drawModules = (uploadErr) => {
     const file = h('input', { type: 'file', name: 'module', accept: '.wasm,application/wasm' });
     const name = h('input', { name: 'module-name', placeholder: 'taken from the file name', autocomplete: 'off', spellcheck: 'false' });
     file.addEventListener('change', () => { if (!name.value && file.files[0]) name.value = file.files[0].name.replace(/\.wasm$/, ''); });
-    const up = h('button', { type: 'button' }, 'Upload');
+    const up = h('button', { type: 'button', 'data-action': 'upload-module' }, 'Upload');
     up.addEventListener('click', () => busy(up, async () => {
       const f = file.files[0];
       if (!f) { drawModules({ message: 'Choose a .wasm file first.' }); return; }
       const fd = new FormData();
       fd.append('name', name.value.trim() || f.name.replace(/\.wasm$/, ''));
       fd.append('module', f, f.name);
-      try { await api('POST', '/v1/modules', fd); ui.toast('Module uploaded.'); await loadModules(); drawModules(); } catch (e) { drawModules(e); }
+      try { const m = await api('POST', '/v1/modules', fd); ui.toast(`Uploaded ${m.name}.`); await loadModules(); drawModules(); } catch (e) { drawModules(e); }
     }));
     fill(modulesSec, 
       h('h2', { id: 'modules-title' }, 'WASM modules'),
       h('p', { class: 'muted' }, 'Gates can use a WebAssembly guest as their rule instead of a script: it runs sandboxed, with no network and no files. Build guests with the Go SDK (see the guide).'),
       !modules && !modErr ? h('p', { class: 'muted' }, 'Loading…') : null,
-      modErr ? h('p', { class: 'muted' }, `Modules are not available here: ${modErr.message}`) : !modules ? null : h('div', { class: 'inline-form' }, field('Module file', file), field('Name', name), up),
+      modErr ? h('p', { class: 'muted' }, `Modules are not available here: ${modErr.message}`) : !modules ? null : h('div', { class: 'inline-form' }, field('Module file', file, { help: maxSize ? `A .wasm guest of at most ${fmtBytes(maxSize)}.` : undefined }), field('Name', name), up),
       uploadErr ? h('p', { class: 'error', role: 'alert' }, uploadErr.message) : null,
       modules && modules.length ? h('table', {},
         h('thead', {}, h('tr', {}, ['Module', 'Size', 'Uploaded', 'SHA-256', ''].map((x) => h('th', { scope: 'col' }, x)))),
-        h('tbody', {}, modules.map((m) => h('tr', {}, h('td', {}, h('code', {}, m.name)), h('td', {}, fmtBytes(m.size)), h('td', {}, fmtTime(m.uploadedAt)),
+        h('tbody', {}, modules.map((m) => h('tr', { 'data-module': m.name }, h('td', {}, h('code', {}, m.name)), h('td', {}, fmtBytes(m.size)), h('td', {}, fmtTime(m.uploadedAt)),
           h('td', {}, h('code', { class: 'hash', title: m.sha256 }, (m.sha256 || '').slice(0, 12))),
           h('td', { class: 'right' }, h('button', { type: 'button', class: 'link', 'aria-label': `Delete module ${m.name}`, onclick: async (ev) => {
             try { await api('DELETE', '/v1/modules/' + encodeURIComponent(m.name)); ui.toast(`Deleted ${m.name}.`); await loadModules(); drawModules(); } catch (e) { drawModules(e); }
@@ -167,7 +167,7 @@ export async function render(main, ui) {
           } }, 'Delete')))))) : (modules && !modErr ? h('p', { class: 'muted' }, 'No modules uploaded.') : null));
   };
   const loadModules = async () => {
-    try { const r = await api('GET', '/v1/modules'); modules = Array.isArray(r) ? r : (r && r.modules) || []; modErr = null; } catch (e) { modules = null; modErr = e.status === 404 ? { message: 'this server has no module registry.' } : e; }
+    try { const r = await api('GET', '/v1/modules'); modules = r.modules || []; maxSize = r.maxSize || 0; modErr = null; } catch (e) { modules = null; modErr = e.status === 404 ? { message: 'this server has no module registry.' } : e; }
   };
 
   drawHead();

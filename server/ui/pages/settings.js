@@ -2,16 +2,16 @@
 // decision engine (LLM or Jev, the judge model and its system prompt, the Jev key: pasted and
 // saved but never shown again, read-only when it comes from the environment).
 //
-// The model and the engine are configured by the file or the environment and reported by
-// /v1/info (model, judge); this page shows them as they are. Routes that change them at run
-// time are used when the server has them (see ROUTES); otherwise the page says how to change
-// the configuration instead of pretending.
+// The model and the engine are configured by the file, the environment or serve flags, and
+// this page shows them as the server reports them (/v1/info, /v1/judge); only the Jev key can
+// be changed at run time (/v1/judge/key). The page says how to change the rest.
 import { h } from '../app.js';
 import { pageHead, tabs, dl, field, busy, statusLine, fill, rich } from './common.js';
 
 const ROUTES = {
-  modelTest: '/v1/model/test', // POST → {ok, model, latencyMs, error}
-  judgeKey: '/v1/judge/key', // PUT {key} · DELETE
+  judge: '/v1/judge', // GET → the engine (no secrets)
+  judgeKey: '/v1/judge/key', // PUT {key} · DELETE → {configured, source, readOnly}
+  trial: '/v1/gates/try', // the connection test: a one-line trial makes one real model call
 };
 
 const TABS = [
@@ -27,13 +27,21 @@ export async function render(main, ui) {
   const draw = (focusTab) => {
     const t = tabs(TABS, current, (id, kb) => { current = id; history.replaceState(null, '', '#/settings?tab=' + id); draw(kb); }, 'Pixie settings');
     fill(main, pageHead('Pixie settings', 'The model gate tasks and `pixie ask` use, and the decision engine behind `pixie judge`.'), t.bar, t.panel);
-    if (current === 'model') modelTab(t.panel, ui, info); else engineTab(t.panel, ui, info, async () => { info = await api('GET', '/v1/info'); draw(); });
+    if (current === 'model') modelTab(t.panel, ui, info);
+    else {
+      const show = async () => {
+        let j = info.judge;
+        try { j = await api('GET', ROUTES.judge); } catch (e) { if (e.status !== 404) throw e; }
+        engineTab(t.panel, ui, j, show);
+      };
+      fill(t.panel, h('p', { class: 'muted' }, 'Loading…'));
+      show().catch((e) => fill(t.panel, errorBox(e)));
+    }
     if (focusTab) main.querySelector(`[role=tab][data-tab=${current}]`).focus();
   };
   draw();
 }
 
-function yesNo(v) { return v ? 'yes' : 'no'; }
 
 function modelInfo(m) {
   if (!m) return h('p', { class: 'muted' }, 'This server does not report its model.');
@@ -51,13 +59,19 @@ function modelTab(panel, ui, info) {
   const test = h('button', { type: 'button', 'data-action': 'test-model', disabled: !(m && m.configured) }, 'Test the connection');
   test.addEventListener('click', () => busy(test, async () => {
     fill(out, h('p', { class: 'muted' }, 'Asking the model…'));
+    const t0 = performance.now();
     try {
-      const r = await api('POST', ROUTES.modelTest, {});
-      fill(out, r.ok ? h('p', { class: 'status' }, `The model answered${r.latencyMs != null ? ` in ${r.latencyMs} ms` : ''}.`) :
+      // A trial of a one-line gate makes exactly one model call and reports a failure as the
+      // result's error; nothing is recorded and no session is touched.
+      const r = await api('POST', ROUTES.trial, {
+        gate: { name: 'connection-test', point: 'user-message', task: 'Reply with exactly {"verdict":"pass"}.' },
+        sample: { target: 'ping' },
+      });
+      const ms = Math.round(performance.now() - t0);
+      fill(out, r.modelAnswer ? h('p', { class: 'status', role: 'status' }, `The model answered in ${ms} ms.`) :
         h('p', { class: 'error', role: 'alert' }, r.error || 'The model did not answer.'));
     } catch (e) {
-      fill(out, h('p', { class: 'error', role: 'alert' }, e.status === 404 || e.status === 405 ?
-        'This server has no connection test route; use Try it on a gate to make a real call.' : e.message));
+      fill(out, h('p', { class: 'error', role: 'alert' }, e.status === 404 ? 'The connection test needs Pixie Gate, which is not enabled on this server.' : e.message));
     }
   }));
   fill(panel, 
@@ -83,8 +97,7 @@ function howTo(section, lines) {
     h('pre', {}, lines.join('\n')));
 }
 
-function engineTab(panel, ui, info, reload) {
-  const j = info.judge;
+function engineTab(panel, ui, j, reload) {
   if (!j) {
     fill(panel, h('section', { class: 'card' }, h('h2', {}, 'Decision engine'),
       h('p', { class: 'muted' }, 'This server does not report a decision engine.')));
@@ -106,7 +119,7 @@ function engineTab(panel, ui, info, reload) {
       h('h2', { id: 'judge-model-title' }, 'Judge model (LLM engine)'),
       j.usesPixieModel ? h('p', {}, 'No judge model is set: the Pixie model answers.') : null,
       modelInfo(j.model),
-      dl([['System prompt', j.customSystemPrompt ? 'custom (judge.systemPrompt)' : 'built-in']])),
+      dl([['System prompt', j.customSystemPrompt ? rich('custom (`judge.systemPrompt`)') : 'built-in']])),
     h('section', { class: 'card', 'aria-labelledby': 'jev-title' },
       h('h2', { id: 'jev-title' }, 'Jev'),
       dl([['API', j.jev && j.jev.baseUrl ? h('code', {}, j.jev.baseUrl) : null], ['Model', (j.jev && j.jev.model) || null], ['Timeout', (j.jev && j.jev.timeout) || null]]),
@@ -118,12 +131,12 @@ function engineTab(panel, ui, info, reload) {
 // changed here. A pasted key is sent once and never shown again.
 function jevKey(ui, key, isJev, reload) {
   const { api } = ui;
-  const fromEnv = key.source === 'env' || key.fromEnv === true;
-  const set = key.set === true || key.configured === true || fromEnv;
+  const set = key.configured === true;
+  const from = { env: 'from the environment (TYPESAFE_API_KEY)', dotenv: 'from a .env file (TYPESAFE_API_KEY)', credentials: 'saved (never shown again)' }[key.source] || 'set';
   const wrap = h('div', { class: 'jev-key' }, h('h3', {}, 'API key'));
-  wrap.append(dl([['Key', set ? h('span', { class: 'badge ok' }, fromEnv ? 'set by the environment (TYPESAFE_API_KEY)' : 'saved (never shown again)') : h('span', { class: 'badge' + (isJev ? ' bad' : '') }, 'not set')]]));
-  if (fromEnv) {
-    wrap.append(h('p', { class: 'muted' }, 'TYPESAFE_API_KEY from the environment is used and cannot be changed here.'));
+  wrap.append(dl([['Key', set ? h('span', { class: 'badge ok', 'data-key-source': key.source }, from) : h('span', { class: 'badge' + (isJev ? ' bad' : '') }, 'not set')]]));
+  if (key.readOnly) {
+    wrap.append(h('p', { class: 'muted' }, 'A TYPESAFE_API_KEY from the environment or a .env file is used instead of a saved key, and cannot be changed here.'));
     return wrap;
   }
   const input = h('input', { type: 'password', name: 'jev-key', autocomplete: 'off', spellcheck: 'false', placeholder: set ? 'paste a new key to replace it' : 'paste the key' });
