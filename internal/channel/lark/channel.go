@@ -47,6 +47,8 @@ type Channel struct {
 	runs map[string]context.CancelFunc
 	// activating holds Deliveries whose activation (reaction, spool, executor) is under way.
 	activating map[string]bool
+	// ready holds, per current Delivery, a channel closed once its activation is done.
+	ready map[string]chan struct{}
 
 	spool   *spool
 	locks   keyedMutex
@@ -82,6 +84,7 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Channel, error) {
 		settling:   map[string]bool{},
 		runs:       map[string]context.CancelFunc{},
 		activating: map[string]bool{},
+		ready:      map[string]chan struct{}{},
 		locks:      keyedMutex{m: map[string]chan struct{}{}},
 	}
 	c.members.m = map[string]memberEntry{}

@@ -197,6 +197,7 @@ func (c *Channel) settle(ctx context.Context, id string, check settleCheck, o ou
 		return Delivery{}, err
 	}
 	c.cancelRun(id)
+	c.forgetReady(id)
 	outcomeLabel := o.state
 	if o.state == DeliveryDone && o.reply == "" {
 		outcomeLabel = "no_reply"
@@ -345,6 +346,7 @@ func (c *Channel) activate(ctx context.Context, d Delivery) {
 		}
 	}
 	c.spool.fetch(ctx, b.api, cur, c.cfg.MaxImageBytes)
+	c.markReady(cur.ID)
 	unlock()
 	if l.Executor == ExecutorBuiltin {
 		c.startBuiltin(cur, l)

@@ -102,7 +102,8 @@ func childLocus(tx *store.Tx, childID string) (Locus, error) {
 }
 
 // Current returns the current Delivery of childID's Locus (what an external executor pulls).
-// It waits for the Delivery's activation (working reaction, images) to finish first.
+// It waits for the Delivery's activation (working reaction, images) to finish first (at most
+// two minutes).
 func (c *Channel) Current(ctx context.Context, childID string) (DeliveryView, error) {
 	var l Locus
 	err := c.st.View(ctx, func(tx *store.Tx) error {
@@ -116,11 +117,6 @@ func (c *Channel) Current(ctx context.Context, childID string) (DeliveryView, er
 	if l.Current == "" {
 		return DeliveryView{}, errs.New(errs.NotFound, "no current delivery")
 	}
-	if unlock, err := c.sideLock(ctx, l.ID); err == nil {
-		unlock()
-	} else {
-		return DeliveryView{}, err
-	}
 	var d Delivery
 	err = c.st.View(ctx, func(tx *store.Tx) error {
 		var err error
@@ -133,7 +129,50 @@ func (c *Channel) Current(ctx context.Context, childID string) (DeliveryView, er
 		}
 		return DeliveryView{}, err
 	}
+	// Hand it out once its activation (working reaction, images) is done.
+	if c.binding() != nil {
+		t := time.NewTimer(activationWait)
+		defer t.Stop()
+		select {
+		case <-c.readyChan(d.ID):
+		case <-t.C:
+		case <-ctx.Done():
+			return DeliveryView{}, ctx.Err()
+		}
+	}
 	return c.view(d, l), nil
+}
+
+// activationWait bounds how long Current waits for a Delivery's activation.
+const activationWait = 2 * time.Minute
+
+// readyChan returns the channel closed when Delivery id's activation is done.
+func (c *Channel) readyChan(id string) chan struct{} {
+	c.runMu.Lock()
+	defer c.runMu.Unlock()
+	ch, ok := c.ready[id]
+	if !ok {
+		ch = make(chan struct{})
+		c.ready[id] = ch
+	}
+	return ch
+}
+
+func (c *Channel) markReady(id string) {
+	ch := c.readyChan(id)
+	c.runMu.Lock()
+	defer c.runMu.Unlock()
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
+}
+
+func (c *Channel) forgetReady(id string) {
+	c.runMu.Lock()
+	delete(c.ready, id)
+	c.runMu.Unlock()
 }
 
 // WaitCurrent is Current with a long poll: when the Locus is idle it waits up to max for a
