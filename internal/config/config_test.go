@@ -1,0 +1,118 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestEnvName(t *testing.T) {
+	cases := []struct{ path, want string }{
+		{"addr", "PIXIE_ADDR"},
+		{"model.apiKey", "PIXIE_MODEL_API_KEY"},
+		{"model.baseUrl", "PIXIE_MODEL_BASE_URL"},
+		{"hints.maxPendingPerSession", "PIXIE_HINTS_MAX_PENDING_PER_SESSION"},
+		{"judge.model.provider", "PIXIE_JUDGE_MODEL_PROVIDER"},
+	}
+	for _, c := range cases {
+		t.Run(c.path, func(t *testing.T) {
+			if got := envName(c.path); got != c.want {
+				t.Fatalf("envName(%q) = %q, want %q", c.path, got, c.want)
+			}
+		})
+	}
+}
+
+func TestPrecedence(t *testing.T) {
+	home := t.TempDir()
+	yaml := "addr: 127.0.0.1:1111\nlogLevel: debug\nmodel:\n  provider: openai\n  model: from-file\n  timeout: 5s\n"
+	if err := os.WriteFile(filepath.Join(home, FileName), []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"PIXIE_ADDR=127.0.0.1:2222", "PIXIE_MODEL_MODEL=from-env", "PIXIE_ALLOWED_HOSTS=a.example, b.example"}
+	c, err := Load(home, os.Getenv, env, map[string]string{"addr": "127.0.0.1:3333"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"flag beats env and file", c.Addr, "127.0.0.1:3333"},
+		{"env beats file", c.Model.Model, "from-env"},
+		{"file beats default", c.LogLevel, "debug"},
+		{"file duration", c.Model.Timeout, 5 * time.Second},
+		{"default kept", c.Hints.MaxPerStep, 20},
+		{"env list", strings.Join(c.AllowedHosts, "|"), "a.example|b.example"},
+	}
+	for _, ch := range checks {
+		if fmt.Sprint(ch.got) != fmt.Sprint(ch.want) {
+			t.Errorf("%s: got %v, want %v", ch.name, ch.got, ch.want)
+		}
+	}
+}
+
+func TestErrorsNameTheKey(t *testing.T) {
+	cases := []struct {
+		name  string
+		yaml  string
+		env   []string
+		flags map[string]string
+		key   string
+	}{
+		{"unknown top key", "adress: x\n", nil, nil, "adress"},
+		{"unknown nested key", "hints:\n  maxPerStp: 3\n", nil, nil, "hints.maxPerStp"},
+		{"bad int", "hints:\n  maxPerStep: lots\n", nil, nil, "hints.maxPerStep"},
+		{"zero limit", "hints:\n  maxPerStep: 0\n", nil, nil, "hints.maxPerStep"},
+		{"bad addr", "addr: nowhere\n", nil, nil, "addr"},
+		{"bad locale", "", []string{"PIXIE_HINTS_LOCALE=fr"}, nil, "hints.locale"},
+		{"bad env duration", "", []string{"PIXIE_MODEL_TIMEOUT=soon"}, nil, "model.timeout"},
+		{"judge model needs a name", "judge:\n  model:\n    provider: anthropic\n", nil, nil, "judge.model.model"},
+		{"unknown flag key", "", nil, map[string]string{"nope": "1"}, "nope"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			home := t.TempDir()
+			if c.yaml != "" {
+				if err := os.WriteFile(filepath.Join(home, FileName), []byte(c.yaml), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, err := Load(home, os.Getenv, c.env, c.flags)
+			var ce *Error
+			if !errors.As(err, &ce) {
+				t.Fatalf("got %v, want a *config.Error", err)
+			}
+			if ce.Key != c.key {
+				t.Fatalf("error names %q, want %q (%v)", ce.Key, c.key, err)
+			}
+		})
+	}
+}
+
+func TestSettingsMaskSecrets(t *testing.T) {
+	c := Defaults("/h")
+	c.Model.APIKey = "sk-secret"
+	for _, s := range c.Settings() {
+		if strings.Contains(s.Value, "sk-secret") {
+			t.Fatalf("%s shows the secret", s.Key)
+		}
+		if s.Key == "model.apiKey" && s.Value != "********" {
+			t.Fatalf("model.apiKey shown as %q", s.Value)
+		}
+	}
+}
+
+func ExampleConfig_Settings() {
+	c := Defaults("/home/me/.pixie")
+	for _, s := range c.Settings()[:2] {
+		fmt.Println(s.Key, s.Env, s.Value)
+	}
+	// Output:
+	// addr PIXIE_ADDR 127.0.0.1:7777
+	// allowedHosts PIXIE_ALLOWED_HOSTS
+}
