@@ -16,6 +16,7 @@ import (
 	"github.com/pixie-dev/pixie/internal/gate"
 	"github.com/pixie-dev/pixie/internal/model"
 	"github.com/pixie-dev/pixie/internal/store/badgerstore"
+	"github.com/pixie-dev/pixie/internal/testutil"
 	"github.com/pixie-dev/pixie/server"
 )
 
@@ -144,5 +145,65 @@ presets:
 		if code, _, _ := runGateCLI(t, ts, "", args...); code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)
 		}
+	}
+}
+
+// TestGateEndToEnd runs the real binary: `pixie serve` with a model from the environment, a
+// script gate applied with `pixie gate apply`, an evaluation whose script calls `pixie ask`
+// through the server's helper route, and `pixie gate records`.
+func TestGateEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts the pixie binary")
+	}
+	llm := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"id":"c","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,
+"finish_reason":"stop","message":{"role":"assistant","content":"hello from pixie"}}],"usage":{"prompt_tokens":4,"completion_tokens":2,"total_tokens":6}}`)
+	}))
+	defer llm.Close()
+	home := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(home, "commands"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := "#!/bin/bash\nanswer=$(pixie ask \"Say hello.\") || exit 1\nprintf '{\"note\":\"%s\"}' \"$answer\"; exit 11\n"
+	if err := os.WriteFile(filepath.Join(home, "commands", "hello.sh"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := testutil.StartServer(t, home, []string{"PIXIE_MODEL_PROVIDER=openai", "PIXIE_MODEL_BASE_URL=" + llm.URL + "/v1",
+		"PIXIE_MODEL_MODEL=m", "PIXIE_MODEL_API_KEY=sk-e2e"})
+	defer p.Stop(t)
+	tok := p.Token(t)
+	conn := []string{"--url", p.URL, "--token", tok}
+	yml := filepath.Join(t.TempDir(), "gates.yaml")
+	if err := os.WriteFile(yml, []byte("gates:\n  - name: hello\n    point: turn-end\n    rule: {name: hello.sh}\npresets:\n  - name: dev\n    gates: [{gate: hello}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if out, code := testutil.RunPixie(t, ctx, nil, append([]string{"gate", "apply", "-f", yml}, conn...)...); code != 0 {
+		t.Fatalf("apply: %d %s", code, out)
+	}
+	body, _ := json.Marshal(gate.EvalRequest{Point: "turn-end", Target: "done", Turn: 1,
+		Session: gate.Session{ID: "e2e", Preset: "dev", Cwd: t.TempDir(), Policy: "full"}})
+	req, _ := http.NewRequest(http.MethodPost, p.URL+"/v1/gates/evaluate", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res gate.Result
+	err = json.NewDecoder(resp.Body).Decode(&res)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 200 || len(res.Notes) != 1 || res.Notes[0] != "hello from pixie" || res.ConcludedBy != gate.ByHookScript {
+		t.Fatalf("evaluate: %d %+v %v\n%s", resp.StatusCode, res, err, p.Stderr)
+	}
+	out, code := testutil.RunPixie(t, ctx, nil, append([]string{"gate", "records", "--session", "e2e"}, conn...)...)
+	if code != 0 || !strings.Contains(out, res.RunID) || !strings.Contains(out, "hook-script") {
+		t.Errorf("records: %d\n%s", code, out)
+	}
+	out, code = testutil.RunPixie(t, ctx, nil, append([]string{"gate", "records", res.RunID}, conn...)...)
+	if code != 0 || !strings.Contains(out, `"type": "ask"`) {
+		t.Errorf("record: %d\n%s", code, out)
 	}
 }
