@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/pixie-dev/pixie/internal/agentskill"
+	"github.com/pixie-dev/pixie/internal/testutil"
 )
 
 func TestMergeHooks(t *testing.T) {
@@ -226,5 +227,32 @@ func TestInitCodexWrite(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(proj, ".claude")); !os.IsNotExist(err) {
 		t.Error("init codex wrote Claude Code files")
+	}
+}
+
+// TestServeRefreshesInstalledSkill: `pixie serve` reinstalls the skills `pixie init --write`
+// recorded: a deleted file comes back, an edited one is kept.
+func TestServeRefreshesInstalledSkill(t *testing.T) {
+	proj := t.TempDir()
+	home := filepath.Join(t.TempDir(), "home")
+	env := []string{"PIXIE_HOME=" + home, "HOME=" + t.TempDir()}
+	if out, code := runInitIn(t, proj, env, "init", "claude", "--write", "--url", "http://127.0.0.1:1"); code != 0 {
+		t.Fatalf("%d\n%s", code, out)
+	}
+	dir := filepath.Join(proj, ".claude", "skills", agentskill.Name)
+	if err := os.Remove(filepath.Join(dir, "guide.md")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "SKILL.md"), []byte("my rules\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := testutil.StartServer(t, home, nil)
+	p.Stop(t)
+	want, _ := agentskill.Content("guide.md")
+	if got, err := os.ReadFile(filepath.Join(dir, "guide.md")); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("guide.md not restored at start: %v", err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(dir, "SKILL.md")); string(got) != "my rules\n" {
+		t.Errorf("edited SKILL.md overwritten: %q", got)
 	}
 }
