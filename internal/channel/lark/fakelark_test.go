@@ -52,7 +52,7 @@ type fakeChat struct {
 	UUID  string
 }
 
-func newFakeLark(t *testing.T, secret, botOpenID string) *fakeLark {
+func newFakeLark(t testing.TB, secret, botOpenID string) *fakeLark {
 	f := &fakeLark{secret: secret, botOpenID: botOpenID, reactions: map[string]fakeReaction{},
 		members: map[string][]member{}, images: map[string][]byte{}, memberPage: 2}
 	mux := http.NewServeMux()

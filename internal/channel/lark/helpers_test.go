@@ -58,7 +58,7 @@ func (c *clock) Add(d time.Duration) {
 }
 
 type harness struct {
-	t       *testing.T
+	t       testing.TB
 	fake    *fakeLark
 	st      *store.Store
 	ch      *Channel
@@ -78,7 +78,7 @@ func withConfig(f func(*Config)) harnessOpt { return func(h *harness) { f(&h.cfg
 
 // newHarness starts a real Badger store, the fake Lark, and a bound, enabled channel with an
 // external executor (tests drive finish and wait themselves).
-func newHarness(t *testing.T, opts ...harnessOpt) *harness {
+func newHarness(t testing.TB, opts ...harnessOpt) *harness {
 	t.Helper()
 	ctx := context.Background()
 	st, err := badgerstore.Open(ctx, badgerstore.Options{Dir: t.TempDir(), GCInterval: -1})
@@ -183,7 +183,7 @@ func (e ev) body() []byte {
 
 // encrypt does what Lark does: AES-256-CBC with key SHA-256(encrypt key), a random IV in front,
 // PKCS#7 padding, base64.
-func encrypt(t *testing.T, plain []byte, key string) string {
+func encrypt(t testing.TB, plain []byte, key string) string {
 	k := sha256.Sum256([]byte(key))
 	block, err := aes.NewCipher(k[:])
 	if err != nil {
@@ -226,7 +226,7 @@ func (h *harness) send(e ev) EventResponse {
 }
 
 // waitFor polls cond until it holds or two seconds pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for time.Now().Before(deadline) {
