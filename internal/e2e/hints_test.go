@@ -1,9 +1,12 @@
 package e2e
 
 import (
+	"context"
 	"strings"
 	"testing"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
@@ -67,5 +70,34 @@ func TestHintSentAndConsumed(t *testing.T) {
 	waitFor(t, b, "the focus back in the input after the cancel", `document.activeElement === document.querySelector('#hintbar textarea')`)
 	b.Run(t, "Escape closes the bar", chromedp.KeyEvent(kb.Escape))
 	waitFor(t, b, "the bar closed", `document.querySelector('#hintbar .panel').hidden && document.activeElement === document.querySelector('#hintbar button.pill')`)
+	noConsoleErrors(t, b)
+}
+
+// TestHintPollingFallback runs the bar in a browser without EventSource: it says so, follows
+// the queue by polling /v1/hints/state, and still toasts when an agent consumes a hint.
+func TestHintPollingFallback(t *testing.T) {
+	p := testutil.StartServer(t, t.TempDir(), nil)
+	b := NewBrowser(t, 1280, 800)
+	viewport(t, b, 1280, 800)
+	b.Run(t, "no EventSource", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: `delete window.EventSource;`})
+		return err
+	}))
+	login(t, b, p)
+	watchErrors(t, b)
+	b.Run(t, "open the bar", chromedp.Click(chromedp.CSS("#hintbar button.pill")), chromedp.WaitVisible(chromedp.CSS("#hintbar .panel textarea")))
+	waitFor(t, b, "the polling mode shown", `document.querySelector('#hintbar .panel').innerText.includes('polling')`)
+
+	// A hint sent by a model-side tool (not from this page) shows up by polling.
+	adminAPI(t, p, "POST", "/v1/hints", map[string]any{"text": "Prefer the small fix", "sessionId": "s-2"}, nil)
+	waitFor(t, b, "the polled pending hint", `document.querySelector('[aria-label="Pending hints"]').innerText.includes('Prefer the small fix') && document.querySelector('#hintbar .count').textContent === '1'`)
+	var take struct {
+		TakeID string `json:"takeId"`
+	}
+	adminAPI(t, p, "POST", "/v1/hints/take", map[string]any{"sessionId": "s-2"}, &take)
+	adminAPI(t, p, "POST", "/v1/hints/confirm", map[string]any{"takeId": take.TakeID}, nil)
+	waitFor(t, b, "the toast from a polled snapshot", `[...document.querySelectorAll('#toasts .toast')].some((x) => x.textContent.includes('The agent used your hint: Prefer the small fix'))`)
+	waitFor(t, b, "the consumed list", `document.querySelector('[aria-label="Recently consumed hints"]').innerText.includes('Prefer the small fix')`)
+	shot(t, b, "polling")
 	noConsoleErrors(t, b)
 }

@@ -2,8 +2,9 @@
 // and a pop-up panel: an input where Enter sends and Shift+Enter adds a newline, the pending
 // list with cancel, and the recently consumed hints. It follows the live SSE stream and falls
 // back to polling /v1/hints/state (every 4 s, backing off to 12 s after consecutive failures).
-// Pushed and polled snapshots go through the same apply path; action frames only drive toasts,
-// de-duplicated by action + hint id.
+// Pushed and polled snapshots go through the same apply path; action frames drive toasts, and a
+// hint that moves from pending to consumed between two snapshots toasts too (the polling path
+// has no action frames); toasts are de-duplicated by action + hint id.
 
 export function hintBar(root, ui) {
   const { api, h, toast, uid } = ui;
@@ -89,7 +90,11 @@ export function hintBar(root, ui) {
   function apply(s) {
     if (!s || typeof s.revision !== 'number') return;
     if (s.revision < snap.revision) return;
+    const wasPending = new Set(snap.pending.map((x) => x.id));
     snap = { revision: s.revision, pending: s.pending || [], consumed: s.consumed || [] };
+    // A hint seen pending and now consumed is toasted from the snapshot too, so the polling
+    // fallback (which has no action frames) still tells the person; action() de-duplicates.
+    for (const c of snap.consumed) if (wasPending.has(c.id)) action({ kind: 'consumed', hint: c });
     count.textContent = String(snap.pending.length);
     count.hidden = snap.pending.length === 0;
     button.setAttribute('aria-label', `Hints (${snap.pending.length} pending)`);

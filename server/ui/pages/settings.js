@@ -43,12 +43,12 @@ export async function render(main, ui) {
 }
 
 
-function modelInfo(m) {
+function modelInfo(m, extra = []) {
   if (!m) return h('p', { class: 'muted' }, 'This server does not report its model.');
   return dl([
     ['Status', m.configured ? h('span', { class: 'badge ok' }, 'Configured') : h('span', { class: 'badge bad' }, 'Not configured')],
     ['Provider', m.provider || null], ['Base URL', m.baseUrl ? h('code', {}, m.baseUrl) : null], ['Model', m.model || null],
-    ['API key', m.hasApiKey ? 'set (never shown)' : 'not set'],
+    ['API key', m.hasApiKey ? 'set (never shown)' : 'not set'], ...extra,
   ]);
 }
 
@@ -118,8 +118,7 @@ function engineTab(panel, ui, j, reload) {
     h('section', { class: 'card', 'aria-labelledby': 'judge-model-title' },
       h('h2', { id: 'judge-model-title' }, 'Judge model (LLM engine)'),
       j.usesPixieModel ? h('p', {}, 'No judge model is set: the Pixie model answers.') : null,
-      modelInfo(j.model),
-      dl([['System prompt', j.customSystemPrompt ? rich('custom (`judge.systemPrompt`)') : 'built-in']])),
+      modelInfo(j.model, [['System prompt', j.customSystemPrompt ? rich('custom (`judge.systemPrompt`)') : 'built-in']])),
     h('section', { class: 'card', 'aria-labelledby': 'jev-title' },
       h('h2', { id: 'jev-title' }, 'Jev'),
       dl([['API', j.jev && j.jev.baseUrl ? h('code', {}, j.jev.baseUrl) : null], ['Model', (j.jev && j.jev.model) || null], ['Timeout', (j.jev && j.jev.timeout) || null]]),
