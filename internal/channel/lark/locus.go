@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/store"
@@ -227,7 +228,10 @@ func (c *Channel) ArchiveLocus(ctx context.Context, id, reason string) (LocusVie
 	}
 	reason = clip(reason, MaxReasonChars)
 	// The current Delivery settles through the usual path (reply-free, failed reaction).
-	for {
+	for attempt := 0; ; attempt++ {
+		if attempt == 50 {
+			return LocusView{}, errs.New(errs.Conflict, "the Locus keeps getting new work; try again")
+		}
 		var cur string
 		err := c.st.View(ctx, func(tx *store.Tx) error {
 			l, err := colLocus.Get(tx, id)
@@ -248,8 +252,12 @@ func (c *Channel) ArchiveLocus(ctx context.Context, id, reason string) (LocusVie
 		if err := c.failQueued(ctx, id, reason); err != nil {
 			return LocusView{}, err
 		}
-		if _, err := c.settle(ctx, cur, nil, outcome{state: DeliveryFailed, fail: reason}); err != nil && !errs.Is(err, errs.Conflict) {
-			return LocusView{}, err
+		if _, err := c.settle(ctx, cur, nil, outcome{state: DeliveryFailed, fail: reason}); err != nil {
+			if !errs.Is(err, errs.Conflict) {
+				return LocusView{}, err
+			}
+			// Settled by someone else meanwhile, or being settled right now: look again.
+			time.Sleep(20 * time.Millisecond)
 		}
 	}
 	if err := c.failQueued(ctx, id, reason); err != nil {
