@@ -170,6 +170,12 @@ func (c *Channel) settle(ctx context.Context, id string, check settleCheck, o ou
 		if err != nil {
 			return err
 		}
+		if check != nil {
+			// Again, inside the transaction: a wait may have moved the deadline meanwhile.
+			if err := check(d, l); err != nil {
+				return err
+			}
+		}
 		now := c.now()
 		d.State, d.SettledAt = o.state, ptime(now)
 		d.Replied, d.ReplyMessageID = o.reply != "", replyID
