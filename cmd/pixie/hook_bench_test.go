@@ -1,0 +1,112 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os/exec"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pixie-dev/pixie/internal/testutil"
+)
+
+// BenchmarkHookPreToolUse measures a PreToolUse round trip for a gate the WASM guest concludes
+// (block-risky-commands denying `git push --force`) against the real server process: through
+// the http endpoint (keep-alive client, as Claude Code's http hook) and through the command
+// adapter (a new `pixie hook claude` process per call, process start included). Each reports
+// p50 and p99 in milliseconds.
+func BenchmarkHookPreToolUse(b *testing.B) {
+	p, env := exampleServer(b)
+	tok := p.Token(b)
+	input := []byte(`{"session_id":"bench","cwd":"/tmp","prompt_id":"p1","permission_mode":"default",` +
+		`"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"git push --force origin main"},"tool_use_id":"toolu_01"}`)
+	const wantReason = "Blocked: force push."
+	check := func(b *testing.B, out []byte) {
+		var o struct {
+			H struct {
+				D string `json:"permissionDecision"`
+				R string `json:"permissionDecisionReason"`
+			} `json:"hookSpecificOutput"`
+		}
+		if json.Unmarshal(out, &o) != nil || o.H.D != "deny" || !strings.HasPrefix(o.H.R, wantReason) {
+			b.Fatalf("answer %s", out)
+		}
+	}
+
+	b.Run("http", func(b *testing.B) {
+		client := &http.Client{Timeout: 30 * time.Second}
+		call := func() []byte {
+			req, _ := http.NewRequest(http.MethodPost, p.URL+"/v1/hooks/claude-code?preset=default", bytes.NewReader(input))
+			req.Header.Set("Authorization", "Bearer "+tok)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := client.Do(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer resp.Body.Close()
+			out, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != 200 {
+				b.Fatalf("%d %s", resp.StatusCode, out)
+			}
+			return out
+		}
+		check(b, call()) // warm: compile and pool
+		lat := make([]time.Duration, 0, b.N)
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			t0 := time.Now()
+			out := call()
+			lat = append(lat, time.Since(t0))
+			if i == 0 {
+				check(b, out)
+			}
+		}
+		b.StopTimer()
+		reportPercentiles(b, lat)
+	})
+
+	b.Run("command", func(b *testing.B) {
+		bin := testutil.PixieBinary(b)
+		call := func() []byte {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin, "hook", "claude", "--preset", "default")
+			cmd.Env = append(hookEnv(), env...)
+			cmd.Stdin = bytes.NewReader(input)
+			out, err := cmd.Output()
+			if err != nil {
+				b.Fatalf("%v: %s", err, out)
+			}
+			return out
+		}
+		check(b, call())
+		lat := make([]time.Duration, 0, b.N)
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			t0 := time.Now()
+			out := call()
+			lat = append(lat, time.Since(t0))
+			if i == 0 {
+				check(b, out)
+			}
+		}
+		b.StopTimer()
+		reportPercentiles(b, lat)
+	})
+}
+
+// reportPercentiles reports p50 and p99 of the latencies in milliseconds.
+func reportPercentiles(b *testing.B, lat []time.Duration) {
+	if len(lat) == 0 {
+		return
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000 }
+	b.ReportMetric(q(0.50), "p50-ms")
+	b.ReportMetric(q(0.99), "p99-ms")
+}
