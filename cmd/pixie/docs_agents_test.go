@@ -119,3 +119,36 @@ func TestDocsAgentsExamples(t *testing.T) {
 		})
 	}
 }
+
+// TestSkillAndDocsNameRealVerbs: every `pixie <verb>` the agent skill and the agent docs tell
+// an agent or a person to run is a verb of this binary.
+func TestSkillAndDocsNameRealVerbs(t *testing.T) {
+	files := []string{
+		filepath.Join(testutil.Root(), "internal", "agentskill", "skill", "SKILL.md"),
+		filepath.Join(testutil.Root(), "internal", "agentskill", "skill", "guide.md"),
+		filepath.Join(testutil.Root(), "docs", "agents", "claude-code.md"),
+		filepath.Join(testutil.Root(), "docs", "agents", "codex.md"),
+	}
+	re := regexp.MustCompile("(?:^|[\\s`(\"'])pixie ([a-z][a-z-]*)")
+	seen := 0
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(raw), "\n") {
+			if strings.HasPrefix(line, "#") { // headings and shell comments are prose
+				continue
+			}
+			for _, m := range re.FindAllStringSubmatch(line, -1) {
+				seen++
+				if _, ok := verbs[m[1]]; !ok {
+					t.Errorf("%s: `pixie %s` is not a verb of the binary", filepath.Base(f), m[1])
+				}
+			}
+		}
+	}
+	if seen < 20 {
+		t.Fatalf("only %d pixie commands found; the pattern is broken", seen)
+	}
+}
