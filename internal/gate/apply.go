@@ -44,10 +44,6 @@ type applyInput struct {
 	GateName       string
 }
 
-func isMessagePoint(p string) bool {
-	return p == abi.PointUserMessage || p == abi.PointAgentMessage
-}
-
 // joinAddition is the target with an addition sent along.
 func joinAddition(text, add string) string {
 	if text == "" {

@@ -240,7 +240,7 @@ func (st *runState) fail(ctx, parent context.Context, by string, err error) {
 		st.cancelled = true
 		st.err = errors.New("the run was cancelled")
 	case errors.Is(err, runtime.ErrTimeout) || errors.Is(ctx.Err(), context.DeadlineExceeded):
-		st.err = fmt.Errorf("The gate timed out after %s", st.timeout)
+		st.err = failf(nil, "The gate timed out after %s", st.timeout)
 		st.errDetail = err.Error()
 	default:
 		st.err = err
@@ -295,12 +295,12 @@ func (s *Service) execute(parent context.Context, g Gate, req EvalRequest, trial
 			st.out, st.by = o, ByHookScript
 			return st
 		default:
-			st.fail(ctx, parent, ByHookScript, fmt.Errorf("Hook script %s exited with status %d", g.Rule.Name, res.ExitCode))
+			st.fail(ctx, parent, ByHookScript, failf(nil, "Hook script %s exited with status %d", g.Rule.Name, res.ExitCode))
 			return st
 		}
 	}
 	if strings.TrimSpace(g.Task) == "" {
-		st.fail(ctx, parent, ByHookScript, errors.New("The gate has an empty task and its rule exited 0"))
+		st.fail(ctx, parent, ByHookScript, failf(nil, "The gate has an empty task and its rule exited 0"))
 		return st
 	}
 	st.by = ByPixie
@@ -311,7 +311,7 @@ func (s *Service) execute(parent context.Context, g Gate, req EvalRequest, trial
 	resp, err := s.model.Complete(ctx, gateModelRequest(g, req, render(g.Task, vars)))
 	st.usage = addUsage(st.usage, resp.Usage)
 	if err != nil {
-		st.fail(ctx, parent, ByPixie, fmt.Errorf("Pixie model error: %w", err))
+		st.fail(ctx, parent, ByPixie, failf(err, "Pixie model error: %v", err))
 		return st
 	}
 	st.modelText = resp.Text

@@ -17,7 +17,7 @@ const (
 )
 
 // ErrBadScriptOutput is the error of an exit 11 whose stdout is not gate output JSON.
-var ErrBadScriptOutput = errors.New("Hook script exit 11 needs a gate output JSON")
+var ErrBadScriptOutput error = &failure{msg: "Hook script exit 11 needs a gate output JSON"}
 
 // rawOutput decodes the five fields strictly: strings or null, nothing else.
 type rawOutput struct {
@@ -106,12 +106,12 @@ func ParseModelOutput(text string) (abi.GateOutput, error) {
 			}
 			o, err := decodeOutput([]byte(obj))
 			if err != nil {
-				return abi.GateOutput{}, fmt.Errorf("Pixie's answer is not gate output JSON: %v", err)
+				return abi.GateOutput{}, failf(err, "Pixie's answer is not gate output JSON: %v", err)
 			}
 			return o, nil
 		}
 	}
-	return abi.GateOutput{}, errors.New("Pixie's answer is not gate output JSON: no JSON object found")
+	return abi.GateOutput{}, failf(nil, "Pixie's answer is not gate output JSON: no JSON object found")
 }
 
 // balancedObjects returns every top-level balanced {…} span of s, in order, minding JSON
@@ -170,4 +170,19 @@ func matchBrace(s string, i int) int {
 		}
 	}
 	return -1
+}
+
+// failure is a run failure whose message is shown as it is: the spec's messages ("Hook script
+// exit 11 needs a gate output JSON", …) start with a capital letter.
+type failure struct {
+	msg string
+	err error
+}
+
+func (f *failure) Error() string { return f.msg }
+func (f *failure) Unwrap() error { return f.err }
+
+// failf returns a failure with a formatted message wrapping err (which may be nil).
+func failf(err error, format string, args ...any) error {
+	return &failure{msg: fmt.Sprintf(format, args...), err: err}
 }
