@@ -155,7 +155,7 @@ func Defaults(home string) Config {
 			MaxOutput: 256 << 10, PoolSize: 2, MaxHostCalls: 200},
 		Hints: HintsConfig{MaxPerStep: 20, MaxContentChars: 2000, MaxPendingPerSession: 20,
 			KeepConsumed: 20, Heartbeat: 25 * time.Second, Lease: 2 * time.Minute, Locale: "en"},
-		Hooks: HooksConfig{DefaultPreset: "default", Timeout: 30 * time.Second},
+		Hooks: HooksConfig{DefaultPreset: "default", Timeout: 90 * time.Second}, // above the 60 s default gate time limit
 		Pet:   PetConfig{MaxSkillFiles: 200, MaxSkillFileSize: 1 << 20, MaxSkillSize: 8 << 20},
 		Lark:  LarkConfig{BaseURL: "https://open.feishu.cn", ReplayWindow: 5 * time.Minute},
 	}
