@@ -33,6 +33,7 @@ import (
 	"github.com/pixie-dev/pixie/internal/hooks"
 	"github.com/pixie-dev/pixie/internal/judge"
 	"github.com/pixie-dev/pixie/internal/pet"
+	"github.com/pixie-dev/pixie/internal/settings"
 	"github.com/pixie-dev/pixie/internal/store"
 	"github.com/pixie-dev/pixie/runtime/modules"
 )
@@ -86,6 +87,8 @@ type Deps struct {
 	ModuleInUse modules.InUse
 	// Judge is the decision engine: the judge tool and the Jev key (routes in judge.go).
 	Judge *judge.Service
+	// Settings are the run-time model and decision-engine settings (routes in settings.go).
+	Settings *settings.Service
 }
 
 // Server is Pixie's HTTP server.
@@ -234,6 +237,7 @@ func (s *Server) routes() {
 	s.mountChannel(s.v1, s.open)
 	s.mountHelper(s.open)
 	s.mountJudge(s.v1)
+	s.mountSettings(s.v1)
 	s.mountUI()
 }
 
