@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 
 	"github.com/pixie-dev/pixie/internal/agentskill"
@@ -14,6 +15,7 @@ import (
 	"github.com/pixie-dev/pixie/internal/hooks"
 	"github.com/pixie-dev/pixie/internal/judge"
 	"github.com/pixie-dev/pixie/internal/model"
+	"github.com/pixie-dev/pixie/internal/settings"
 	"github.com/pixie-dev/pixie/internal/store"
 	"github.com/pixie-dev/pixie/runtime"
 	"github.com/pixie-dev/pixie/runtime/bash"
@@ -25,14 +27,27 @@ import (
 // engines (Badger, wazero, bash) for the portable interfaces the domains use.
 func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *store.Store, token string) (*app, error) {
 	a := &app{}
-	pixieModel, err := model.New(modelConfig(cfg.Model))
+	// The Pixie model every service holds (gates, the judge, Pet, Lark) is a Swappable: the
+	// settings service gives it its provider from pixie.yaml, the environment and the settings
+	// saved at run time, and swaps it when the Studio settings page changes them.
+	pixieModel := model.NewSwappable(nil)
+	// The decision engine: the judge model (or the Pixie model), the Jev key from the
+	// environment, a .env file (working directory or home), or the home's credentials file.
+	wd, _ := os.Getwd()
+	creds := credentials.Open(cfg.Home)
+	keys := judge.NewKeyStore(judge.KeyStoreOptions{DotenvDirs: []string{wd, cfg.Home}, Secrets: creds})
+	judgeSvc := judge.New(judge.Config{Engine: cfg.Judge.Engine, SystemPrompt: cfg.Judge.SystemPrompt,
+		Model: modelConfig(cfg.Judge.Model), Logger: log,
+		Jev: judge.JevConfig{BaseURL: cfg.Judge.JevBaseURL, Model: cfg.Judge.JevModel, Timeout: cfg.Judge.JevTimeout}},
+		pixieModel, keys)
+	settingsSvc, err := settings.New(ctx, settings.Options{Config: cfg, Store: st, Secrets: creds,
+		Model: pixieModel, Judge: judgeSvc, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
 	info := map[string]any{
-		"home":  cfg.Home,
-		"addr":  cfg.Addr,
-		"model": pixieModel.Info(),
+		"home": cfg.Home,
+		"addr": cfg.Addr,
 	}
 	// Rules run through one dispatcher: legacy scripts under the Landlock sandbox, WASM modules
 	// in wazero. A missing executor is not fatal: its rules fail under their gate's error policy.
@@ -55,16 +70,6 @@ func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *stor
 		return nil, err
 	}
 	a.closers = append(a.closers, mods.close)
-
-	// The decision engine: the judge model (or the Pixie model), the Jev key from the
-	// environment, a .env file (working directory or home), or the home's credentials file.
-	wd, _ := os.Getwd()
-	keys := judge.NewKeyStore(judge.KeyStoreOptions{DotenvDirs: []string{wd, cfg.Home}, Secrets: credentials.Open(cfg.Home)})
-	judgeSvc := judge.New(judge.Config{Engine: cfg.Judge.Engine, SystemPrompt: cfg.Judge.SystemPrompt,
-		Model: modelConfig(cfg.Judge.Model), Logger: log,
-		Jev: judge.JevConfig{BaseURL: cfg.Judge.JevBaseURL, Model: cfg.Judge.JevModel, Timeout: cfg.Judge.JevTimeout}},
-		pixieModel, keys)
-	info["judge"] = judgeSvc.Info()
 
 	helperURL := cfg.PublicURL
 	if helperURL == "" {
@@ -101,7 +106,12 @@ func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *stor
 	}
 	deps := server.Deps{
 		Store: st,
-		Info:  func(context.Context) map[string]any { return info },
+		// model and judge are read at each request: the settings page changes them at run time.
+		Info: func(context.Context) map[string]any {
+			out := maps.Clone(info)
+			out["model"], out["judge"] = pixieModel.Info(), judgeSvc.Info()
+			return out
+		},
 		Hints: hints,
 		Pet:   petSvc,
 		Hooks: hooks.New(st, gates, hints, hooks.Config{DefaultPreset: cfg.Hooks.DefaultPreset, Logger: log}),
@@ -112,6 +122,7 @@ func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *stor
 		ModuleInUse: gates.ModuleInUse,
 	}
 	deps.Channel = larkCh
+	deps.Settings = settingsSvc
 	// Updating Pixie updates the agent skills `pixie init claude --write` installed (files the
 	// user edited are kept).
 	if reps, err := agentskill.UpdateRecorded(cfg.Home, version); err != nil {
