@@ -91,6 +91,11 @@ type helperRun struct {
 	hash   [32]byte
 	ctx    context.Context
 
+	// redact and askSystem are set by OpenHelperRun for callers outside the gate pipeline
+	// (runhelper_export.go); both are unset for gate runs.
+	redact    func(string) string
+	askSystem string
+
 	mu    sync.Mutex
 	ended bool
 	used  int
@@ -209,6 +214,7 @@ func (h *helperRun) ask(ctx context.Context, req abi.AskRequest, size int) (abi.
 	if input != "" {
 		content += "\n\n<input>\n" + input + "\n</input>"
 	}
+	content = h.clean(content)
 	call := HelperCall{Type: "ask"}
 	if h.s.model == nil {
 		err = modelError(ctx, model.ErrNoModel)
@@ -216,7 +222,7 @@ func (h *helperRun) ask(ctx context.Context, req abi.AskRequest, size int) (abi.
 		h.note(call, abi.Usage{})
 		return abi.AskResponse{}, err
 	}
-	resp, err := h.s.model.Complete(ctx, model.Request{System: askSystemPrompt,
+	resp, err := h.s.model.Complete(ctx, model.Request{System: h.systemPrompt(),
 		Messages: []model.Message{{Role: model.RoleUser, Content: content}}})
 	u := addUsage(abi.Usage{}, resp.Usage)
 	call.Usage, call.DurationMs = u, time.Since(start).Milliseconds()
@@ -263,6 +269,7 @@ func (h *helperRun) judgeCall(ctx context.Context, req abi.JudgeRequest, size in
 		req.State = h.target
 	}
 	req.UseTarget = false
+	req = h.cleanJudge(req)
 	ids := make([]string, 0, len(req.Questions))
 	for id := range req.Questions {
 		ids = append(ids, id)
