@@ -532,8 +532,10 @@ var _ wasm.Source = (*pet.ModuleFiles)(nil)
 // newPet builds the Pet service: scripts run on the rule dispatcher's bash executor (behind a
 // Landlock probe), skill.wasm files on a WASM executor of Pet's own that loads modules by path
 // (pet.ModuleFiles), instruction Skills on the Pixie model. A missing executor is not fatal: its
-// Skills show as unavailable, with the reason. The returned func releases the WASM executor.
-func newPet(ctx context.Context, cfg config.Config, log *slog.Logger, st *store.Store, rules runtime.Dispatcher, m model.Model) (*pet.Service, func(), error) {
+// Skills show as unavailable, with the reason. helpers (the gate service) gives script and WASM
+// Skills the helper gate rules get; nil leaves them without one. The returned func releases the
+// WASM executor.
+func newPet(ctx context.Context, cfg config.Config, log *slog.Logger, st *store.Store, rules runtime.Dispatcher, m model.Model, helpers pet.HelperOpener) (*pet.Service, func(), error) {
 	exec := runtime.Dispatcher{}
 	if bx, ok := rules[runtime.KindScript]; ok {
 		exec[runtime.KindScript] = probedBash{bx}
@@ -557,6 +559,7 @@ func newPet(ctx context.Context, cfg config.Config, log *slog.Logger, st *store.
 	svc, err := pet.New(st, exec, m, pet.Config{
 		Home: cfg.Home, Workspace: cfg.Pet.Workspace, MaxSkillFiles: cfg.Pet.MaxSkillFiles,
 		MaxSkillFileSize: cfg.Pet.MaxSkillFileSize, MaxSkillSize: cfg.Pet.MaxSkillSize, Logger: log,
+		Helpers: helpers,
 	})
 	if err != nil {
 		closer()

@@ -91,7 +91,7 @@ func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *stor
 		return nil, fmt.Errorf("hints: %w", err)
 	}
 	a.closers = append(a.closers, func() { hints.Close() })
-	petSvc, petClose, err := newPet(ctx, cfg, log, st, rules, pixieModel)
+	petSvc, petClose, err := newPet(ctx, cfg, log, st, rules, pixieModel, gates)
 	if err != nil {
 		return nil, fmt.Errorf("pet: %w", err)
 	}

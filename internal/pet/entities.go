@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/internal/gate"
 	"github.com/pixie-dev/pixie/internal/model"
 	"github.com/pixie-dev/pixie/internal/store"
 )
@@ -232,13 +233,18 @@ type Run struct {
 	// Stderr is the tail of the script's stderr or the guest's log output.
 	Stderr string `json:"stderr,omitempty"`
 	// Logs are the guest's pixie_log lines.
-	Logs  []string  `json:"logs,omitempty"`
+	Logs []string `json:"logs,omitempty"`
+	// HelperCalls are the Run's ask and judge calls: type, judge type, label, engine,
+	// confidence, usage, duration and error; never the text sent.
+	HelperCalls []gate.HelperCall `json:"helperCalls,omitempty"`
+	// Error is why the Run failed.
 	Error *RunError `json:"error,omitempty"`
 	// Transient reports a failure worth retrying (a timeout, an unavailable or failing model).
 	Transient bool `json:"transient,omitempty"`
 	// EnvKeys are the names (never the values) of the DSH_PET_* variables the Run received.
-	EnvKeys []string     `json:"envKeys,omitempty"`
-	Usage   *model.Usage `json:"usage,omitempty"`
+	EnvKeys []string `json:"envKeys,omitempty"`
+	// Usage is the model's token usage: the instruction Skill's answer, or the helper calls.
+	Usage *model.Usage `json:"usage,omitempty"`
 	// Boot identifies the server process that ran it; a running Run of another process was
 	// interrupted by a restart.
 	Boot       string     `json:"boot"`

@@ -205,7 +205,8 @@ func (s *Service) resolveEnv(ctx context.Context, workspace string) (map[string]
 
 // redactor replaces environment values in text that Pet records or returns.
 type redactor struct {
-	r *strings.Replacer
+	r    *strings.Replacer
+	vars map[string]string
 }
 
 func newRedactor(vars map[string]string) redactor {
@@ -224,7 +225,17 @@ func newRedactor(vars map[string]string) redactor {
 	for _, k := range keys {
 		pairs = append(pairs, vars[k], "[$"+k+"]")
 	}
-	return redactor{r: strings.NewReplacer(pairs...)}
+	return redactor{r: strings.NewReplacer(pairs...), vars: vars}
+}
+
+// with returns a redactor that also replaces value, as [$name].
+func (r redactor) with(name, value string) redactor {
+	vars := make(map[string]string, len(r.vars)+1)
+	for k, v := range r.vars {
+		vars[k] = v
+	}
+	vars[name] = value
+	return newRedactor(vars)
 }
 
 func (r redactor) clean(s string) string {

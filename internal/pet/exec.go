@@ -15,6 +15,7 @@ import (
 
 	"github.com/pixie-dev/pixie/internal/abi"
 	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/internal/gate"
 	"github.com/pixie-dev/pixie/internal/model"
 	"github.com/pixie-dev/pixie/internal/store"
 	"github.com/pixie-dev/pixie/runtime"
@@ -203,7 +204,10 @@ type outcome struct {
 	stderr   string
 	logs     []string
 	usage    *model.Usage
-	err      error
+	calls    []gate.HelperCall
+	// token is the run's helper token (revoked by now), redacted like an environment value.
+	token string
+	err   error
 }
 
 // execute runs one Run and records its result. The Run goes on even when the caller goes away
@@ -259,6 +263,9 @@ func (s *Service) execute(ctx context.Context, task Task, inv Invocation, snap S
 // finish fills the Run's result from the outcome, redacting environment values from every
 // text it keeps.
 func (s *Service) finish(run *Run, out outcome, red redactor) {
+	if out.token != "" {
+		red = red.with(abi.VarToken, out.token)
+	}
 	end := s.now()
 	run.EndedAt = &end
 	run.DurationMS = end.Sub(run.StartedAt).Milliseconds()
@@ -269,6 +276,10 @@ func (s *Service) finish(run *Run, out outcome, red redactor) {
 	run.Stderr = strings.TrimRight(tailBytes(stderr, maxStderrKept), "\r\n")
 	for _, l := range out.logs {
 		run.Logs = append(run.Logs, red.clean(l))
+	}
+	for _, c := range out.calls {
+		c.Label, c.Error = red.clean(c.Label), red.clean(c.Error)
+		run.HelperCalls = append(run.HelperCalls, c)
 	}
 	run.Usage = out.usage
 	run.Status = StatusSucceeded
@@ -353,7 +364,13 @@ func historyPrompt(h HistoryEntry) string {
 	return fmt.Sprintf("Pet invocation #%d of the Skill %q (captured %s%s).", h.Seq, h.Skill, h.CapturedAt.Format(time.RFC3339), title)
 }
 
-// runProgram runs a script or WASM Skill through the executor.
+// skillAskSystem is the system prompt of a Skill's ask calls.
+const skillAskSystem = `You are Pixie, a helper called from a Skill that Pet runs for a person: a chore done against a frozen snapshot of what they were working on. Follow the instruction exactly. Answer with the result only: no preamble, no explanation, no code fences unless the instruction asks for them.`
+
+// runProgram runs a script or WASM Skill through the executor, with the helper gate rules get
+// (when Config.Helpers is set): WASM guests call it through host functions, scripts through
+// `pixie ask` / `pixie judge` with PIXIE_URL and a PIXIE_TOKEN that is revoked when the Run
+// ends. Environment values are redacted from everything the helper sends out.
 func (s *Service) runProgram(ctx context.Context, sc *scan, pc PetContext, vars map[string]string, red redactor) outcome {
 	raw, err := json.Marshal(pc)
 	if err != nil {
@@ -374,20 +391,32 @@ func (s *Service) runProgram(ctx context.Context, sc *scan, pc PetContext, vars 
 		defer os.RemoveAll(dir)
 		cwd = dir
 	}
+	if s.exec == nil {
+		return outcome{err: fmt.Errorf("%w: no executor for %s Skills", runtime.ErrUnsupported, sc.kind)}
+	}
+	var hr *gate.HelperRun
+	if s.cfg.Helpers != nil {
+		hr = s.cfg.Helpers.OpenHelperRun(ctx, gate.HelperRunOptions{Name: "pet:" + pc.Skill, Target: string(raw),
+			Redact: red.clean, AskSystem: skillAskSystem})
+		defer hr.Close()
+	}
 	req := runtime.Request{Target: string(raw), Vars: vars, Cwd: cwd, Policy: s.cfg.ScriptPolicy, Timeout: s.cfg.RunTimeout}
 	var helper *petHelper
 	switch sc.kind {
 	case KindScript:
 		req.Kind, req.Ref = runtime.KindScript, filepath.Join(sc.path, ScriptFile)
+		if hr != nil && hr.URL() != "" {
+			req.HelperURL, req.HelperToken = hr.URL(), hr.Token()
+		}
 	case KindWASM:
-		helper = &petHelper{s: s, red: red, target: string(raw)}
+		helper = &petHelper{}
+		if hr != nil {
+			helper.inner = hr.Helper()
+		}
 		req.Kind, req.Ref, req.Entry = runtime.KindModule, filepath.Join(sc.path, WASMFile), abi.EntryRun
 		req.PetContext = raw
 		req.MountCwd = pc.Snapshot.Cwd != ""
 		req.Helper = helper
-	}
-	if s.exec == nil {
-		return outcome{err: fmt.Errorf("%w: no executor for %s Skills", runtime.ErrUnsupported, sc.kind)}
 	}
 	res, err := s.exec.Run(ctx, req)
 	out := outcome{output: res.Stdout, stderr: res.Stderr, err: err}
@@ -396,7 +425,14 @@ func (s *Service) runProgram(ctx context.Context, sc *scan, pc PetContext, vars 
 		out.exitCode = &code
 	}
 	if helper != nil {
-		out.logs, out.usage = helper.result()
+		out.logs = helper.result()
+	}
+	if hr != nil {
+		rep := hr.Close()
+		out.calls, out.token = rep.Calls, hr.Token()
+		if len(rep.Calls) > 0 {
+			out.usage = &model.Usage{InputTokens: rep.Usage.InputTokens, OutputTokens: rep.Usage.OutputTokens}
+		}
 	}
 	return out
 }
@@ -460,69 +496,34 @@ func (s *Service) history(ctx context.Context, taskID string, seq int) ([]Histor
 	return out, err
 }
 
-// petHelper serves a WASM Skill's pixie_ask (through the Pixie model, with environment values
-// redacted from what is sent) and pixie_log (kept in the Run record) within the run contract's
-// helper budget. pixie_judge is not offered to Skills.
+// petHelper is a WASM Skill's runtime.Helper: pixie_ask and pixie_judge go to the run's gate
+// helper (the same budget, limits and errors as gate rules; unavailable when Pet has none), and
+// pixie_log lines are kept for the Run record.
 type petHelper struct {
-	s      *Service
-	red    redactor
-	target string
+	inner runtime.Helper
 
-	mu    sync.Mutex
-	calls int
-	logs  []string
-	usage model.Usage
-	used  bool
+	mu   sync.Mutex
+	logs []string
 }
 
 var _ runtime.Helper = (*petHelper)(nil)
 
-func (h *petHelper) spend(size int) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.calls >= abi.MaxHelperCalls {
-		return errs.New(errs.RateLimited, "the run used its %d helper calls", abi.MaxHelperCalls)
-	}
-	if size > abi.MaxHelperRequestSize {
-		return errs.New(errs.TooLarge, "the request is %d bytes; the limit is %d", size, abi.MaxHelperRequestSize)
-	}
-	h.calls++
-	return nil
-}
+var errNoHelper = errs.New(errs.Unavailable, "the helper (pixie ask / pixie judge) is not available to Skills on this server")
 
 // Ask implements runtime.Helper.
 func (h *petHelper) Ask(ctx context.Context, req abi.AskRequest) (abi.AskResponse, error) {
-	input := req.Input
-	if req.UseTarget {
-		input = h.target
+	if h.inner == nil {
+		return abi.AskResponse{}, errNoHelper
 	}
-	if err := h.spend(len(req.Instruction) + len(input)); err != nil {
-		return abi.AskResponse{}, err
-	}
-	if strings.TrimSpace(req.Instruction) == "" {
-		return abi.AskResponse{}, errs.New(errs.Invalid, "ask needs an instruction")
-	}
-	if h.s.model == nil || !h.s.model.Info().Configured {
-		return abi.AskResponse{}, errs.Wrap(errs.Unavailable, model.ErrNoModel, "no Pixie model is configured")
-	}
-	content := h.red.clean(input)
-	if strings.TrimSpace(content) == "" {
-		content = "(no input)"
-	}
-	resp, err := h.s.model.Complete(ctx, model.Request{System: h.red.clean(req.Instruction),
-		Messages: []model.Message{{Role: model.RoleUser, Content: content}}})
-	if err != nil {
-		return abi.AskResponse{}, err
-	}
-	h.mu.Lock()
-	h.usage, h.used = h.usage.Add(resp.Usage), true
-	h.mu.Unlock()
-	return abi.AskResponse{Text: resp.Text}, nil
+	return h.inner.Ask(ctx, req)
 }
 
-// Judge implements runtime.Helper: not offered to Skills.
-func (h *petHelper) Judge(context.Context, abi.JudgeRequest) (abi.JudgeResponse, error) {
-	return abi.JudgeResponse{}, errs.New(errs.Unavailable, "pixie judge is not available to Pet Skills")
+// Judge implements runtime.Helper.
+func (h *petHelper) Judge(ctx context.Context, req abi.JudgeRequest) (abi.JudgeResponse, error) {
+	if h.inner == nil {
+		return abi.JudgeResponse{}, errNoHelper
+	}
+	return h.inner.Judge(ctx, req)
 }
 
 // Log implements runtime.Helper.
@@ -537,15 +538,10 @@ func (h *petHelper) Log(level, message string) {
 	}
 }
 
-func (h *petHelper) result() ([]string, *model.Usage) {
+func (h *petHelper) result() []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var u *model.Usage
-	if h.used {
-		cp := h.usage
-		u = &cp
-	}
-	return append([]string(nil), h.logs...), u
+	return append([]string(nil), h.logs...)
 }
 
 // clipBytes cuts s to at most n bytes on a rune boundary.

@@ -55,7 +55,7 @@ exit ${EXIT_CODE:-0}
 func TestExecutorsEndToEnd(t *testing.T) {
 	ms, m := newModelServer(t)
 	// Generous: the first WASM run compiles the guest, which is slow under -race on a busy machine.
-	e := newEnv(t, executors(t), m, pet.Config{RunTimeout: 3 * time.Minute})
+	e := newEnv(t, executors(t), m, pet.Config{RunTimeout: 3 * time.Minute, Helpers: newGates(t, m)})
 	ctx := context.Background()
 	for _, kv := range [][3]string{{"", "GREETING", globalGreeting}, {"w1", "GREETING", wsGreeting}, {"", "ONLY_GLOBAL", onlyGlobal}} {
 		if _, err := e.svc.SetEnv(ctx, kv[0], kv[1], kv[2]); err != nil {
@@ -192,7 +192,7 @@ func TestExecutorsEndToEnd(t *testing.T) {
 		}
 		want := `wasm echo #` // seq depends on the earlier subtests
 		if !strings.HasPrefix(r.Output, want) || !strings.Contains(r.Output, `in session:s1: title="T1" greeting=[$DSH_PET_GREETING]`) ||
-			!strings.Contains(r.Output, "answer=model saw 2 messages; last: what is new?") {
+			!strings.Contains(r.Output, "answer=model saw 2 messages; last: Answer briefly. The team greeting is [$DSH_PET_GREETING].") {
 			t.Fatalf("output %q", r.Output)
 		}
 		if v.Seq > 1 && strings.Contains(r.Output, "history=0") {
@@ -201,12 +201,15 @@ func TestExecutorsEndToEnd(t *testing.T) {
 		if len(r.Logs) != 1 || r.Logs[0] != "info: greeting=[$DSH_PET_GREETING]" {
 			t.Fatalf("logs %q", r.Logs)
 		}
+		// The ask went through the gate helper: its prompt shape, the Skill's system prompt.
 		_, reqs := ms.received()
-		if sys := reqs[len(reqs)-1].Messages[0].Content; sys != "Answer briefly. The team greeting is [$DSH_PET_GREETING]." {
-			t.Fatalf("ask reached the model as %q", sys)
+		msgs := reqs[len(reqs)-1].Messages
+		if !strings.Contains(msgs[0].Content, "called from a Skill that Pet runs") ||
+			msgs[1].Content != "Answer briefly. The team greeting is [$DSH_PET_GREETING].\n\n<input>\nwhat is new?\n</input>" {
+			t.Fatalf("ask reached the model as %+v", msgs)
 		}
-		if r.Usage == nil || r.Usage.OutputTokens != 7 {
-			t.Fatalf("usage %+v", r.Usage)
+		if r.Usage == nil || r.Usage.OutputTokens != 7 || len(r.HelperCalls) != 1 || r.HelperCalls[0].Type != "ask" || r.HelperCalls[0].Usage.InputTokens != 11 {
+			t.Fatalf("usage %+v calls %+v", r.Usage, r.HelperCalls)
 		}
 	})
 

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pixie-dev/pixie/internal/gate"
+	"github.com/pixie-dev/pixie/internal/judge"
 	"github.com/pixie-dev/pixie/internal/model"
 	"github.com/pixie-dev/pixie/internal/pet"
 	"github.com/pixie-dev/pixie/internal/store"
@@ -107,7 +109,8 @@ func snapshot(scope string) pet.Snapshot {
 
 // modelServer is an OpenAI-compatible chat completions server. It records every request body,
 // and answers with a text that names the last user message's first line and the number of
-// messages; fail(n) makes the next n calls answer HTTP 503.
+// messages; fail(n) makes the next n calls answer HTTP 503. A request for log-probabilities
+// (the decision engine's) is answered " Yes" with P(yes) = 0.8 over the yes/no tokens.
 type modelServer struct {
 	*httptest.Server
 	mu       sync.Mutex
@@ -118,6 +121,7 @@ type modelServer struct {
 
 type chatRequest struct {
 	Model    string `json:"model"`
+	Logprobs bool   `json:"logprobs"`
 	Messages []struct {
 		Role    string `json:"role"`
 		Content string `json:"content"`
@@ -167,6 +171,16 @@ func (ms *modelServer) serve(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, `{"error":{"message":"overloaded","type":"server_error"}}`)
 		return
 	}
+	if req.Logprobs {
+		// ln 0.6, ln 0.2, ln 0.2: " Yes" and "yes" are both yes.
+		_, _ = fmt.Fprintf(w, `{"id":"chatcmpl-2","object":"chat.completion","created":%d,"model":%q,
+"choices":[{"index":0,"finish_reason":"length","message":{"role":"assistant","content":" Yes"},
+"logprobs":{"content":[{"token":" Yes","logprob":-0.5108256,"bytes":[32,89,101,115],"top_logprobs":[
+{"token":" Yes","logprob":-0.5108256,"bytes":[32,89,101,115]},{"token":"yes","logprob":-1.6094379,"bytes":[121,101,115]},
+{"token":" No","logprob":-1.6094379,"bytes":[32,78,111]}]}]}}],
+"usage":{"prompt_tokens":90,"completion_tokens":1,"total_tokens":91}}`, time.Now().Unix(), req.Model)
+		return
+	}
 	last := ""
 	for _, m := range req.Messages {
 		if m.Role == "user" {
@@ -187,4 +201,11 @@ func (ms *modelServer) received() ([]string, []chatRequest) {
 	ms.mu.Lock()
 	defer ms.mu.Unlock()
 	return append([]string(nil), ms.bodies...), append([]chatRequest(nil), ms.requests...)
+}
+
+// newGates returns a real gate service (its own Badger store, the real decision engine on m):
+// what the binary gives Pet as Config.Helpers.
+func newGates(t testing.TB, m model.Model) *gate.Service {
+	t.Helper()
+	return gate.New(openStore(t), nil, m, judge.New(judge.Config{}, m, nil), gate.Config{Home: t.TempDir()})
 }

@@ -41,6 +41,16 @@
 // sandbox policy unless Config.ScriptPolicy says otherwise. Environment values reach only the
 // Skill's process (bash environment, WASM config); they are redacted from every output Pet
 // records or returns and never enter a prompt.
+//
+// # Helper
+//
+// Script and WASM Skills get the helper gate rules get, opened per Run through
+// Config.Helpers (the gate service): `pixie ask` / `pixie judge` for scripts (PIXIE_URL and a
+// PIXIE_TOKEN revoked when the Run ends, served by the server's helper routes), the pixie_ask
+// and pixie_judge host functions for WASM guests; 20 calls of at most 256 KB each within the
+// Run's time limit. Environment values are redacted from what the helper sends to the model or
+// the decision engine, and each call is kept in the Run record (type, label, engine,
+// confidence, usage; never its text).
 package pet
 
 import (
@@ -56,6 +66,7 @@ import (
 	"time"
 
 	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/internal/gate"
 	"github.com/pixie-dev/pixie/internal/model"
 	"github.com/pixie-dev/pixie/internal/store"
 	"github.com/pixie-dev/pixie/runtime"
@@ -99,6 +110,11 @@ type Config struct {
 	ScriptPolicy runtime.Policy
 	// MaxHistory is how many earlier Invocations of its Task a Run sees; zero means 20.
 	MaxHistory int
+	// Helpers opens the helper of script and WASM Runs (`pixie ask` / `pixie judge`, the
+	// pixie_ask / pixie_judge host functions): normally the gate service, so Skills get exactly
+	// what gate rules get. Nil means Skills have no helper (calls answer unavailable, scripts get
+	// no PIXIE_URL).
+	Helpers HelperOpener
 	// Logger receives warnings (drift found, injected variables skipped); nil discards them.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -159,6 +175,16 @@ func (c Config) withDefaults() (Config, error) {
 	c.Workspace = filepath.Clean(c.Workspace)
 	return c, nil
 }
+
+// HelperOpener opens a Run's helper: the gate helper with its budget (abi.MaxHelperCalls
+// calls of at most abi.MaxHelperRequestSize bytes), the Run's deadline, coded errors, and a run
+// token the server's helper routes accept until the returned run is closed. *gate.Service
+// implements it.
+type HelperOpener interface {
+	OpenHelperRun(ctx context.Context, opts gate.HelperRunOptions) *gate.HelperRun
+}
+
+var _ HelperOpener = (*gate.Service)(nil)
 
 // Service is Pet. It is safe for concurrent use.
 type Service struct {
