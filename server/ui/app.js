@@ -94,7 +94,10 @@ function showLogin() {
 }
 
 async function route() {
-  const main = document.getElementById('main');
+  // Each route renders into its own container: a page still loading when the person moves on
+  // writes into its detached container, never over the next page.
+  const main = h('div', { class: 'view' });
+  document.getElementById('main').replaceChildren(main);
   const name = (location.hash.replace(/^#\/?/, '').split(/[/?]/)[0]) || 'gates';
   for (const a of document.querySelectorAll('[data-nav]')) {
     if (a.dataset.nav === name) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');

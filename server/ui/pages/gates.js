@@ -124,7 +124,7 @@ function composition(main, ui) {
     const drawActions = () => {
       fill(actions, ...(confirming ? [
         h('span', {}, `Delete ${g.name}?`),
-        h('button', { type: 'button', class: 'danger', onclick: () => { draft.change((d) => { d.gates.splice(i, 1); for (const p of d.presets) p.gates = p.gates.filter((a) => a.gate !== g.name); }); rerender(); } }, 'Delete'),
+        h('button', { type: 'button', class: 'danger', onclick: () => { draft.change((d) => { d.gates.splice(i, 1); for (const p of d.presets) p.gates = p.gates.filter((a) => a.gate !== g.name); }); rerender(); main.querySelector('[data-action=save]')?.focus(); } }, 'Delete'),
         h('button', { type: 'button', class: 'secondary', onclick: () => { confirming = false; drawActions(); } }, 'Keep'),
       ] : [
         h('a', { class: 'button', href: '#/gates?edit=' + encodeURIComponent(g.name), 'aria-label': `Edit ${g.name}` }, 'Edit'),
@@ -134,7 +134,11 @@ function composition(main, ui) {
     drawActions();
     return h('article', { class: 'card gate-card' + (g.enabled ? '' : ' off') + (probs.length ? ' invalid' : ''), 'data-gate': g.name },
       h('div', { class: 'row spread nowrap' }, h('h2', { class: 'card-title' }, g.name),
-        switchEl({ label: `${g.name} on everywhere`, hideLabel: true, checked: g.enabled, onchange: (on) => { draft.change((d) => { d.gates[i].enabled = on; }); rerender(); } })),
+        switchEl({ label: `${g.name} on everywhere`, hideLabel: true, checked: g.enabled, onchange: (on) => {
+          draft.change((d) => { d.gates[i].enabled = on; });
+          rerender();
+          main.querySelector(`[data-gate="${CSS.escape(g.name)}"] input[role=switch]`)?.focus();
+        } })),
       h('p', { class: 'when' }, h('span', { class: 'muted' }, 'When: '), pointLabel(g.point)),
       g.description ? h('p', { class: 'desc' }, g.description) : null,
       h('p', { class: 'tags' },

@@ -148,7 +148,13 @@ async function skills(panel, ui) {
   function skillRow(s) {
     const err = h('div');
     const patch = async (p) => {
-      try { const v = await api('PATCH', '/v1/pet/skills/' + encodeURIComponent(s.name), p); Object.assign(s, v); drawList(); listSec.querySelector(`[data-skill="${CSS.escape(s.name)}"]`)?.focus(); window.dispatchEvent(new CustomEvent('pixie:pet-changed')); } catch (e) { fill(err, errorBox(e)); throw e; }
+      try {
+        const v = await api('PATCH', '/v1/pet/skills/' + encodeURIComponent(s.name), p);
+        Object.assign(s, v);
+        drawList();
+        listSec.querySelector(`[data-skill="${CSS.escape(s.name)}"] input[name=${'enabled' in p ? 'enabled' : 'shortcut'}]`)?.focus();
+        window.dispatchEvent(new CustomEvent('pixie:pet-changed'));
+      } catch (e) { fill(err, errorBox(e)); throw e; }
     };
     let confirm = false;
     const rm = h('div', { class: 'row' });
@@ -163,8 +169,8 @@ async function skills(panel, ui) {
           s.available ? h('span', { class: 'badge ok' }, 'ready') : h('span', { class: 'badge bad' }, 'unavailable')),
         h('p', { class: 'desc' }, s.description)),
         h('div', { class: 'skill-switches' },
-          switchEl({ label: 'Enabled', checked: s.enabled, onchange: (on) => patch({ enabled: on }) }),
-          switchEl({ label: 'On the wheel', checked: s.shortcut, onchange: (on) => patch({ shortcut: on }) }))),
+          switchEl({ label: 'Enabled', name: 'enabled', checked: s.enabled, onchange: (on) => patch({ enabled: on }) }),
+          switchEl({ label: 'On the wheel', name: 'shortcut', checked: s.shortcut, onchange: (on) => patch({ shortcut: on }) }))),
       s.available ? null : h('p', { class: 'error' }, s.reason),
       dl([['Directory', h('code', {}, s.path)], ['Projection', s.projection + (s.drift ? ' — drift: rebuild it under Diagnostics' : '')], ['Registered', fmtTime(s.registeredAt)]], 'compact'),
       err, rm);

@@ -116,7 +116,7 @@ export async function render(main, ui) {
     const remove = h('div', { class: 'row' });
     const drawRemove = () => fill(remove, ...(confirm ? [
       h('span', {}, `Remove preset ${p.name}?`),
-      h('button', { type: 'button', class: 'danger small', onclick: () => { draft.change((x) => { x.presets.splice(i, 1); }); drawHead(); drawPresets(); } }, 'Remove'),
+      h('button', { type: 'button', class: 'danger small', onclick: () => { draft.change((x) => { x.presets.splice(i, 1); }); drawHead(); drawPresets(); presetsSec.querySelector('[name=preset]')?.focus(); } }, 'Remove'),
       h('button', { type: 'button', class: 'secondary small', onclick: () => { confirm = false; drawRemove(); } }, 'Keep'),
     ] : [h('button', { type: 'button', class: 'link', 'aria-label': `Remove preset ${p.name}`, onclick: () => { confirm = true; drawRemove(); remove.querySelector('.danger').focus(); } }, 'Remove preset')]));
     drawRemove();
@@ -131,7 +131,11 @@ export async function render(main, ui) {
             h('td', {}, h('a', { href: '#/gates?edit=' + encodeURIComponent(a.gate) }, a.gate), g && !g.enabled ? h('span', { class: 'badge' }, 'Off everywhere') : null, errs(`.gates[${j}].gate`)),
             h('td', {}, g ? pointLabel(g.point) : h('span', { class: 'error' }, 'missing')),
             h('td', {}, switchEl({ label: `${a.gate} in ${p.name}`, hideLabel: true, checked: a.enabled, onchange: (on) => { draft.change((x) => { x.presets[i].gates[j].enabled = on; }); drawHead(); drawPresets(); presetsSec.querySelector(`[data-preset="${CSS.escape(p.name)}"] tr[data-gate="${CSS.escape(a.gate)}"] input`)?.focus(); } }), errs(`.gates[${j}].enabled`)),
-            h('td', { class: 'right' }, h('button', { type: 'button', class: 'link', 'aria-label': `Detach ${a.gate} from ${p.name}`, onclick: () => { draft.change((x) => { x.presets[i].gates.splice(j, 1); }); drawHead(); drawPresets(); } }, 'Detach')));
+            h('td', { class: 'right' }, h('button', { type: 'button', class: 'link', 'aria-label': `Detach ${a.gate} from ${p.name}`, onclick: () => {
+              draft.change((x) => { x.presets[i].gates.splice(j, 1); });
+              drawHead(); drawPresets();
+              presetsSec.querySelector(`[data-preset="${CSS.escape(p.name)}"] [name=add-gate]`)?.focus();
+            } }, 'Detach')));
         }))) : h('p', { class: 'muted' }, 'No gates in this preset yet.'),
       h('div', { class: 'inline-form add-gate' }, h('div', { class: 'field' }, pick), addBtn));
   }
