@@ -67,15 +67,32 @@ type Judgment struct {
 	Usage  abi.Usage
 }
 
-// JSON renders the judgment as the one line `pixie judge --json` prints:
-// {"type","label","answer","engine"}.
+// JSON renders the judgment exactly as the one line `pixie judge --json` prints it:
+// {"type","label","answer","engine"}, where answer holds the probabilities and the confidence
+// (and "yes" for bool, "score" for score), so a guest and its bash twin hand the same text on.
 func (j Judgment) JSON() string {
+	type answer struct {
+		Probabilities map[string]float64 `json:"probabilities"`
+		Confidence    float64            `json:"confidence"`
+		Yes           *float64           `json:"yes,omitempty"`
+		Score         *float64           `json:"score,omitempty"`
+	}
+	a := answer{Probabilities: j.Answer.Probabilities, Confidence: j.Answer.Confidence}
+	if a.Probabilities == nil {
+		a.Probabilities = map[string]float64{}
+	}
+	switch j.Type {
+	case "bool":
+		a.Yes = j.Answer.Yes
+	case "score":
+		a.Score = j.Answer.Score
+	}
 	b, _ := json.Marshal(struct {
 		Type   string `json:"type"`
 		Label  string `json:"label"`
-		Answer Answer `json:"answer"`
+		Answer answer `json:"answer"`
 		Engine string `json:"engine"`
-	}{j.Type, j.Label, j.Answer, j.Engine})
+	}{j.Type, j.Label, a, j.Engine})
 	return string(b)
 }
 

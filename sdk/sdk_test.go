@@ -134,3 +134,33 @@ func TestOutsideAHost(t *testing.T) {
 	}()
 	sdk.Target()
 }
+
+// TestJudgmentJSON: JSON is the line `pixie judge --json` prints (internal/helpercli), so a
+// guest hands on the same text as its bash twin.
+func TestJudgmentJSON(t *testing.T) {
+	(&sdk.Fake{Judge: func(req abi.JudgeRequest) (abi.JudgeResponse, error) {
+		if req.Questions["q"].Type == abi.JudgeSelect {
+			return sdk.SelectAnswer(req, "b", 0.75), nil
+		}
+		return sdk.BoolAnswer(req, 0.8), nil
+	}}).Run(func() int32 {
+		for _, tc := range []struct {
+			name string
+			j    func() (sdk.Judgment, error)
+			want string
+		}{
+			{"bool", func() (sdk.Judgment, error) { r, err := sdk.JudgeBool("q", "s"); return r.Judgment, err },
+				`{"type":"bool","label":"yes","answer":{"probabilities":{"no":0.19999999999999996,"yes":0.8},"confidence":0.8,"yes":0.8},"engine":"llm"}`},
+			{"select", func() (sdk.Judgment, error) {
+				r, err := sdk.JudgeSelect("q", "s", sdk.Option{Name: "a"}, sdk.Option{Name: "b"})
+				return r.Judgment, err
+			}, `{"type":"select","label":"b","answer":{"probabilities":{"b":0.75},"confidence":0.75},"engine":"llm"}`},
+		} {
+			j, err := tc.j()
+			if err != nil || j.JSON() != tc.want {
+				t.Errorf("%s: %s %v\nwant %s", tc.name, j.JSON(), err, tc.want)
+			}
+		}
+		return 0
+	})
+}

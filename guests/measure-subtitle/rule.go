@@ -5,6 +5,7 @@ package main
 
 import (
 	"strings"
+	"unicode/utf8"
 
 	"github.com/pixie-dev/pixie/sdk"
 )
@@ -13,7 +14,8 @@ func main() {}
 
 // measurement is the JSON the task receives.
 type measurement struct {
-	Cues  int `json:"cues"`
+	Cues int `json:"cues"`
+	// Bytes is the spec script's name for ${#text}: the length in characters.
 	Bytes int `json:"bytes"`
 }
 
@@ -29,6 +31,7 @@ func rule() int32 {
 			}
 		}
 	}
-	// ${#text} counts bytes in the C locale the bash twin runs in.
-	return sdk.ContinueData(measurement{Cues: cues, Bytes: len(text)})
+	// ${#text} counts characters: the bash twin runs in the server's locale (Pixie passes LANG
+	// and LC_* on), which is UTF-8 on any usual system. (In the C locale it counts bytes.)
+	return sdk.ContinueData(measurement{Cues: cues, Bytes: utf8.RuneCountInString(text)})
 }

@@ -43,13 +43,14 @@ func decide(code int, stdout string) decision {
 }
 
 // bashTwin runs guests/<guest>/<guest>.sh as the bash executor would: target on stdin,
-// PIXIE_* in the environment, cwd as working directory, no pixie helper on PATH.
+// PIXIE_* in the environment, a UTF-8 locale (the executor passes the server's on), cwd as
+// working directory, no pixie helper on PATH.
 func bashTwin(t *testing.T, guest string, vars map[string]string, target, cwd string) decision {
 	t.Helper()
 	script := filepath.Join(testutil.Root(), "guests", guest, guest+".sh")
 	cmd := exec.Command("bash", script)
 	cmd.Dir = cwd
-	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LC_ALL=C", "HOME=" + cwd}
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "HOME=" + cwd}
 	for k, v := range vars {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
@@ -131,7 +132,7 @@ func TestMeasureSubtitle(t *testing.T) {
 	srt := "1\n00:00:01,000 --> 00:00:02,000\n안녕하세요\n\n2\n00:00:03,000 --> 00:00:04,000\nHello\n\n\n"
 	vars := map[string]string{abi.VarPoint: abi.PointUserMessage}
 	runGuestCases(t, "measure-subtitle", []guestCase{
-		{name: "two cues", vars: vars, target: srt, want: decision{Exit: 0, Text: `{"cues":2,"bytes":86}`}, twin: true},
+		{name: "two cues", vars: vars, target: srt, want: decision{Exit: 0, Text: `{"cues":2,"bytes":76}`}, twin: true},
 		{name: "no cues", vars: vars, target: "just an instruction", want: decision{Exit: 0, Text: `{"cues":0,"bytes":19}`}, twin: true},
 		{name: "empty", vars: vars, target: "", want: decision{Exit: 0, Text: `{"cues":0,"bytes":0}`}, twin: true},
 	})
@@ -304,7 +305,7 @@ func TestClaimCheck(t *testing.T) {
 		{name: "missing evidence", vars: vars, target: answer, helper: judged("missing", 0.9, "no recorded test run"),
 			want: decision{Exit: 11, Output: abi.GateOutput{Note: "No recorded test run."}}},
 		{name: "missing with low confidence hands over", vars: vars, target: answer, helper: lowConf,
-			want: decision{Exit: 0, Text: `{"type":"select","label":"missing","answer":{"type":"choice","label":"missing","probabilities":{"missing":0.4},"confidence":0.4},"engine":"llm"}`}},
+			want: decision{Exit: 0, Text: `{"type":"select","label":"missing","answer":{"probabilities":{"missing":0.4},"confidence":0.4},"engine":"llm"}`}},
 		{name: "no helper is an error", vars: vars, target: answer, files: run, want: decision{Exit: 1}, twin: true},
 	})
 }
