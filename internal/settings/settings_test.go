@@ -608,6 +608,26 @@ func TestSavedSettingsThatNoLongerWork(t *testing.T) {
 	if v.Problem != "" || r.model.Info().Model != "fixed" {
 		t.Errorf("view = %+v", v)
 	}
+
+	// The same for the judge model: its saved key removed, the engine goes back to the file
+	// (the Pixie model) and says why.
+	if _, err := r.svc.SetJudge(ctx, JudgeInput{SystemPrompt: ptr("Strict."), Model: &ModelInput{Provider: ptr("anthropic"), Model: ptr("claude-j"), APIKey: ptr(keyJudge)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.creds.Delete(ctx, "PIXIE_JUDGE_MODEL_API_KEY"); err != nil {
+		t.Fatal(err)
+	}
+	r.restart()
+	view, err = r.svc.Get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(view.Judge.Problem, "were not applied") || !r.judge.Info().UsesPixieModel || r.judge.Info().CustomSystemPrompt {
+		t.Errorf("judge problem %q, engine %+v", view.Judge.Problem, r.judge.Info())
+	}
+	if view.Model.Problem != "" || r.model.Info().Model != "fixed" {
+		t.Errorf("the model section was affected: %+v", view.Model)
+	}
 }
 
 // TestSecretsNeverShown greps every view, error and log line of a session for the keys.
@@ -658,5 +678,57 @@ func TestDurations(t *testing.T) {
 	}
 	if fmtDuration(60*time.Second) != "60s" || fmtDuration(1500*time.Millisecond) != "1.5s" || fmtDuration(0) != "" {
 		t.Error("fmtDuration")
+	}
+}
+
+// TestConcurrentChanges saves, reads and calls at once (go test -race): every call is answered
+// by one of the saved models, never a half-applied one.
+func TestConcurrentChanges(t *testing.T) {
+	a := newFake(t, false, "", "OK")
+	r := newRig(t, baseConfig(config.ModelConfig{Provider: "openai", BaseURL: a.baseURL(), Model: "m0"}), env{})
+	ctx := context.Background()
+	done := make(chan struct{})
+	errc := make(chan error, 3)
+	go func() {
+		defer close(done)
+		for i := range 6 {
+			if _, err := r.svc.SetModel(ctx, ModelInput{Model: ptr("m" + string(rune('1'+i)))}); err != nil {
+				errc <- err
+				return
+			}
+		}
+	}()
+	for range 2 {
+		go func() {
+			for {
+				select {
+				case <-done:
+					errc <- nil
+					return
+				default:
+				}
+				if _, err := r.svc.Get(ctx); err != nil {
+					errc <- err
+					return
+				}
+				if _, err := r.ask(t); err != nil {
+					errc <- err
+					return
+				}
+			}
+		}()
+	}
+	for range 2 {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range a.requests() {
+		if len(c.Model) != 2 || c.Model[0] != 'm' {
+			t.Fatalf("a call went to %q", c.Model)
+		}
+	}
+	if r.model.Info().Model != "m6" {
+		t.Errorf("final model %q", r.model.Info().Model)
 	}
 }
