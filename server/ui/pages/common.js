@@ -185,3 +185,15 @@ export function fill(el, ...kids) {
 export function rich(text) {
   return String(text).split('`').map((part, i) => (i % 2 ? h('code', {}, part) : part)).filter((x) => x !== '');
 }
+
+// helperCalls shows a run's `pixie ask` / `pixie judge` calls: each judge's type, chosen value,
+// engine and confidence, usage, time and error (never the text sent).
+export function helperCalls(calls) {
+  if (!calls || !calls.length) return h('p', { class: 'muted' }, 'No helper calls.');
+  return h('div', { class: 'table-wrap' }, h('table', { class: 'stack-sm helper-calls' },
+    h('thead', {}, h('tr', {}, ['Call', 'Judge type', 'Chosen', 'Engine', 'Confidence', 'Usage', 'Time', 'Error'].map((x) => h('th', { scope: 'col' }, x)))),
+    h('tbody', {}, calls.map((c) => h('tr', {}, h('td', { 'data-label': 'Call' }, c.type), h('td', { 'data-label': 'Judge type' }, c.judgeType || '—'),
+      h('td', { 'data-label': 'Chosen' }, c.label || '—'), h('td', { 'data-label': 'Engine' }, c.engine || '—'),
+      h('td', { 'data-label': 'Confidence' }, c.confidence != null ? c.confidence.toFixed(2) : '—'), h('td', { 'data-label': 'Usage' }, fmtUsage(c.usage)),
+      h('td', { 'data-label': 'Time' }, fmtMs(c.durationMs)), h('td', { 'data-label': 'Error' }, c.error ? h('span', { class: 'error' }, c.error) : '—'))))));
+}

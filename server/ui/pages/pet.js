@@ -4,7 +4,7 @@
 // an entry asks for the source, freezes it into a Snapshot at the moment of confirmation, and
 // runs the Invocation.
 import { h, uid } from '../app.js';
-import { pageHead, switchEl, busy, emptyState, fmtTime, fmtMs, dl, textBlock, fill } from './common.js';
+import { pageHead, switchEl, busy, emptyState, fmtTime, fmtMs, dl, textBlock, fill, helperCalls } from './common.js';
 
 const POS_KEY = 'pixie.pet.position';
 const HIDE_KEY = 'pixie.pet.hidden';
@@ -112,6 +112,7 @@ export async function render(main, ui) {
       r.output ? h('pre', { class: 'run-output' }, r.output) : (r.status === 'running' ? h('p', { class: 'muted' }, 'Running…') : null),
       r.stderr ? h('details', {}, h('summary', {}, 'Stderr'), textBlock(r.stderr)) : null,
       (r.logs || []).length ? h('details', {}, h('summary', {}, 'Logs'), h('pre', {}, r.logs.join('\n'))) : null,
+      (r.helperCalls || []).length ? h('details', {}, h('summary', {}, `Helper calls (${r.helperCalls.length})`), helperCalls(r.helperCalls)) : null,
       dl([['Skill path', h('code', {}, r.skillPath)], (r.envKeys || []).length ? ['Environment', r.envKeys.map((k) => 'DSH_PET_' + k).join(', ')] : [undefined],
         r.usage ? ['Usage', `${r.usage.inputTokens || 0} in · ${r.usage.outputTokens || 0} out`] : [undefined]].filter((x) => x[0] !== undefined), 'compact'));
   }

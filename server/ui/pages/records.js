@@ -4,7 +4,7 @@
 // gate switches ("Gates in this session").
 import { h } from '../app.js';
 import {
-  pageHead, switchEl, field, busy, emptyState, pointLabel, fmtTime, fmtUsage, fmtMs, actionBadge, CONCLUDED, dl, textBlock, fill } from './common.js';
+  pageHead, switchEl, field, busy, emptyState, pointLabel, fmtTime, fmtUsage, fmtMs, actionBadge, CONCLUDED, dl, textBlock, fill, helperCalls } from './common.js';
 
 const RECENT_KEY = 'pixie.records.recent';
 
@@ -139,12 +139,7 @@ async function detail(main, ui, session, id) {
         r.reason ? h('div', {}, h('h3', {}, 'Reason'), h('p', {}, r.reason)) : null,
         r.suggestion ? h('div', {}, h('h3', {}, 'Suggestion'), h('pre', {}, r.suggestion)) : null)),
     sec('Notes', (r.notes || []).length ? h('ul', {}, r.notes.map((n) => h('li', {}, h('pre', { class: 'note-text' }, n)))) : h('p', { class: 'muted' }, 'No notes.')),
-    sec('Helper calls', (r.helperCalls || []).length ? h('div', { class: 'table-wrap' }, h('table', { class: 'stack-sm' },
-      h('thead', {}, h('tr', {}, ['Call', 'Judge type', 'Chosen', 'Engine', 'Confidence', 'Usage', 'Time', 'Error'].map((x) => h('th', { scope: 'col' }, x)))),
-      h('tbody', {}, r.helperCalls.map((c) => h('tr', {}, h('td', { 'data-label': 'Call' }, c.type), h('td', { 'data-label': 'Judge type' }, c.judgeType || '—'),
-        h('td', { 'data-label': 'Chosen' }, c.label || '—'), h('td', { 'data-label': 'Engine' }, c.engine || '—'),
-        h('td', { 'data-label': 'Confidence' }, c.confidence != null ? c.confidence.toFixed(2) : '—'), h('td', { 'data-label': 'Usage' }, fmtUsage(c.usage)),
-        h('td', { 'data-label': 'Time' }, fmtMs(c.durationMs)), h('td', { 'data-label': 'Error' }, c.error ? h('span', { class: 'error' }, c.error) : '—')))))) : h('p', { class: 'muted' }, 'No helper calls.')),
+    sec('Helper calls', helperCalls(r.helperCalls)),
     r.rule ? sec('Hook script run', dl([['Rule', h('code', {}, `${r.rule.kind}: ${r.rule.name}`)], ['Exit code', String(r.rule.exitCode)], ['Time', fmtMs(r.rule.durationMs)],
       ['Output', r.rule.stdout ? h('pre', {}, r.rule.stdout) : null]])) : null,
     (r.logs || []).length ? sec('Guest log', h('pre', {}, r.logs.map((l) => `[${l.level}] ${l.message}`).join('\n'))) : null,
