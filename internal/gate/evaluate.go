@@ -296,6 +296,9 @@ func (s *Service) execute(parent context.Context, g Gate, req EvalRequest, trial
 			return st
 		default:
 			st.fail(ctx, parent, ByHookScript, failf(nil, "Hook script %s exited with status %d", g.Rule.Name, res.ExitCode))
+			if tail := stderrTail(res.Stderr); tail != "" {
+				st.errDetail = "stderr: " + tail
+			}
 			return st
 		}
 	}
@@ -472,4 +475,20 @@ func (s *Service) decide(st *runState) (decision, abi.GateOutput) {
 // addUsage adds a model call's usage.
 func addUsage(u abi.Usage, m model.Usage) abi.Usage {
 	return abi.Usage{InputTokens: u.InputTokens + m.InputTokens, OutputTokens: u.OutputTokens + m.OutputTokens}
+}
+
+// maxStderrDetail is how much of a failed rule's stderr (its end) the record keeps.
+const maxStderrDetail = 2048
+
+// stderrTail is the end of a failed rule's stderr, where its error message is.
+func stderrTail(stderr string) string {
+	s := strings.TrimSpace(stderr)
+	if len(s) <= maxStderrDetail {
+		return s
+	}
+	cut := len(s) - maxStderrDetail
+	for cut < len(s) && s[cut]&0xC0 == 0x80 {
+		cut++
+	}
+	return "…" + s[cut:]
 }
