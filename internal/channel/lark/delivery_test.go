@@ -96,6 +96,12 @@ func TestFinishAndReactionSequence(t *testing.T) {
 	v := h.waitCurrent("oc_fin", e1.messageID)
 	child := v.ChildID
 	ctx := context.Background()
+	// Events are processed by a worker after the webhook answers: wait until the second one is
+	// queued behind the first before using its id below.
+	waitFor(t, "second delivery queued", func() bool {
+		l, ok, err := h.ch.entryLocus(ctx, "oc_fin")
+		return err == nil && ok && l.Queued == 1
+	})
 
 	// Validation.
 	for _, tc := range []struct {
