@@ -24,6 +24,9 @@ guests: ## build every WASM guest under guests/ into bin/guests/
 
 test: guests ## build the guests, vet, and run every test with the race detector
 	$(GO) vet ./...
+	@# Fill the shared WASM compile cache without -race first: a race-instrumented wazero
+	@# compiles a Go guest in tens of seconds, but loads cached code in milliseconds.
+	$(GO) test -count=1 -run TestWarmCompileCache ./internal/wasmwarm/
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 bench: guests ## run the benchmarks and print the tables

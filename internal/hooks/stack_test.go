@@ -141,7 +141,11 @@ func buildStack(wasmPath string) (*stack, error) {
 	}
 	cleanup(func() { q.Close() })
 
-	wcfg := wasm.Config{CacheDir: filepath.Join(dir, "cache")}
+	cacheDir, err := testutil.WasmCachePath()
+	if err != nil {
+		return nil, err
+	}
+	wcfg := wasm.Config{CacheDir: cacheDir}
 	val, err := wasm.NewValidator(ctx, wcfg)
 	if err != nil {
 		return nil, err

@@ -80,3 +80,46 @@ func newerThan(t testing.TB, built time.Time, paths ...string) bool {
 	}
 	return false
 }
+
+// WasmCacheDir is the wazero compilation cache shared by every test process and run:
+// bin/wasm-cache. Compiling a standard Go guest under the race detector takes tens of seconds
+// (the compiler itself is instrumented), so `make test` first fills this cache without -race
+// (internal/wasmwarm) and the race run then loads compiled code from it. Tests that measure or
+// depend on an empty cache use a directory of their own instead.
+func WasmCacheDir(t testing.TB) string {
+	t.Helper()
+	dir, err := WasmCachePath()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// WasmCachePath is WasmCacheDir for code without a testing.TB at hand.
+func WasmCachePath() (string, error) {
+	dir := filepath.Join(Root(), "bin", "wasm-cache")
+	return dir, os.MkdirAll(dir, 0o755)
+}
+
+// GuestNames lists every guest folder with a main package: the examples under guests/ and the
+// test fixtures under guests/testdata/ (as "testdata/<name>").
+func GuestNames(t testing.TB) []string {
+	t.Helper()
+	var names []string
+	for _, base := range []string{"", "testdata"} {
+		ents, err := os.ReadDir(filepath.Join(Root(), "guests", base))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			if !e.IsDir() || e.Name() == "testdata" {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(Root(), "guests", base, e.Name(), "main.go")); err != nil {
+				continue
+			}
+			names = append(names, filepath.ToSlash(filepath.Join(base, e.Name())))
+		}
+	}
+	return names
+}

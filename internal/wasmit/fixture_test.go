@@ -36,31 +36,6 @@ const token = "wasmit-admin-token-0123456789abcdef0123456789abcdef0123456789"
 // guests are the example guests, each with its bash twin guests/<name>/<name>.sh.
 var guests = []string{"only-search-tools", "measure-subtitle", "translate-check", "claim-check", "list-changed-files", "block-risky-commands"}
 
-var (
-	cacheOnce sync.Once
-	cacheDir  string
-)
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if cacheDir != "" {
-		os.RemoveAll(cacheDir)
-	}
-	os.Exit(code)
-}
-
-// sharedCache is one wazero compilation cache directory for every stack of the test process,
-// so that each guest is compiled once (as a server's restarts share <home>/cache/wasm).
-func sharedCache(t testing.TB) string {
-	cacheOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "pixie-wasmit-cache-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		cacheDir = dir
-	})
-	return cacheDir
-}
 
 // llm is an OpenAI-compatible chat-completions server. It tells the three kinds of request the
 // Pixie model receives apart by their prompts: a judgment (a one-token answer with
@@ -245,7 +220,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	t.Cleanup(func() { st.Close() })
 	s.st = st
 	wc := o.wasm
-	wc.CacheDir = sharedCache(t)
+	wc.CacheDir = testutil.WasmCacheDir(t)
 	wc.MaxModuleSize = o.maxModuleSize
 	v, err := wasm.NewValidator(ctx, wc)
 	if err != nil {

@@ -22,7 +22,7 @@ func TestRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	v, err := wasm.NewValidator(ctx, wasm.Config{CacheDir: filepath.Join(dir, "cache")})
+	v, err := wasm.NewValidator(ctx, wasm.Config{CacheDir: testutil.WasmCacheDir(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +118,7 @@ func newRegistry(t *testing.T) (*modules.Registry, *store.Store) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	v, err := wasm.NewValidator(ctx, wasm.Config{CacheDir: filepath.Join(dir, "cache")})
+	v, err := wasm.NewValidator(ctx, wasm.Config{CacheDir: testutil.WasmCacheDir(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

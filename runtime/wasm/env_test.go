@@ -81,7 +81,7 @@ func env(t testing.TB) *testEnv {
 		if sharedErr != nil {
 			return
 		}
-		shared, sharedErr = newEnv(context.Background(), sharedDir, Config{CacheDir: sharedDir + "/cache"})
+		shared, sharedErr = newEnv(context.Background(), sharedDir, Config{CacheDir: testutil.WasmCacheDir(t)})
 	})
 	if sharedErr != nil {
 		t.Fatal(sharedErr)

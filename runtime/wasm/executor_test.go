@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/pixie-dev/pixie/internal/testutil"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -230,7 +231,7 @@ func TestReadOnlyMount(t *testing.T) {
 func TestLimits(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	small, err := newEnv(ctx, dir, Config{CacheDir: env(t).dir + "/cache", MaxInput: 1000, MaxHostCalls: 5, PoolSize: -1})
+	small, err := newEnv(ctx, dir, Config{CacheDir: testutil.WasmCacheDir(t), MaxInput: 1000, MaxHostCalls: 5, PoolSize: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
