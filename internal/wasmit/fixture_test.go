@@ -36,7 +36,6 @@ const token = "wasmit-admin-token-0123456789abcdef0123456789abcdef0123456789"
 // guests are the example guests, each with its bash twin guests/<name>/<name>.sh.
 var guests = []string{"only-search-tools", "measure-subtitle", "translate-check", "claim-check", "list-changed-files", "block-risky-commands"}
 
-
 // llm is an OpenAI-compatible chat-completions server. It tells the three kinds of request the
 // Pixie model receives apart by their prompts: a judgment (a one-token answer with
 // log-probabilities, from judge), a helper ask (from ask), and a gate task (answered with a
