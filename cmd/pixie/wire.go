@@ -80,6 +80,7 @@ func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *stor
 		HelperURL: helperURL, Logger: log, Modules: mods.checker(),
 	})
 	a.gates = gates
+	a.closers = append(a.closers, func() { _ = gates.Close(context.Background()) }) // writes queued run records
 	mods.warm(ctx, gates)
 
 	hints, err := hint.New(st, hint.Config{

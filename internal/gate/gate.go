@@ -84,6 +84,7 @@ type Service struct {
 	listing   *ScriptListing
 
 	runs *tokenRegistry
+	rec  *recorder // writes run records in the background (recorder.go)
 }
 
 // New returns a Service. exec runs rules (nil: rules fail as unsupported), m is the Pixie
@@ -117,6 +118,7 @@ func New(st *store.Store, exec runtime.Executor, m model.Model, j Judge, cfg Con
 		log:       log,
 		helperURL: cfg.HelperURL,
 		runs:      newTokenRegistry(),
+		rec:       newRecorder(st, log),
 	}
 }
 

@@ -155,7 +155,9 @@ func redoKey(session string, turn int, gate string) string {
 }
 
 // record writes the run record (and the redo counter) in one transaction, applying the redo
-// limit, and returns the record and the final decision.
+// limit, and returns the record and the final decision. A run that asks for no redo decides
+// nothing from the store: its record goes to the background recorder, and record returns
+// without waiting for the commit.
 func (s *Service) record(ctx context.Context, st *runState, d decision, out abi.GateOutput) (Record, decision, error) {
 	req := st.req
 	rec := Record{
@@ -177,6 +179,13 @@ func (s *Service) record(ctx context.Context, st *runState, d decision, out abi.
 		rec.Usage.OutputTokens += usage.OutputTokens
 	}
 	ttl := s.cfg.RecordTTL
+	if !d.redo {
+		r := rec
+		r.Action, r.Final, r.Addition, r.Reason, r.Suggestion = d.Action, d.Text, d.Addition, d.Reason, d.Suggestion
+		r.Notes = append([]string{}, d.Notes...)
+		s.rec.add(func(tx *store.Tx) error { return writeRecord(tx, r, st.start, ttl) })
+		return r, d, nil
+	}
 	var final decision
 	// A cancelled request still leaves its record.
 	err := s.store.Update(context.WithoutCancel(ctx), func(tx *store.Tx) error {
@@ -196,21 +205,8 @@ func (s *Service) record(ctx context.Context, st *runState, d decision, out abi.
 		}
 		r := rec
 		r.Action, r.Final, r.Addition, r.Reason, r.Suggestion, r.Notes = dd.Action, dd.Text, dd.Addition, dd.Reason, dd.Suggestion, dd.Notes
-		key := req.Session.ID + "/" + store.ReverseSortableTime(st.start) + "/" + st.id
-		if err := runsCol.PutTTL(tx, key, r, ttl); err != nil {
+		if err := writeRecord(tx, r, st.start, ttl); err != nil {
 			return err
-		}
-		if err := runIDCol.PutTTL(tx, st.id, key, ttl); err != nil {
-			return err
-		}
-		info, err := sessionCol.Get(tx, req.Session.ID)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
-		if info.Preset != req.Session.Preset {
-			if err := sessionCol.PutTTL(tx, req.Session.ID, sessionInfo{Preset: req.Session.Preset}, ttl); err != nil {
-				return err
-			}
 		}
 		rec, final = r, dd
 		return nil
@@ -219,6 +215,25 @@ func (s *Service) record(ctx context.Context, st *runState, d decision, out abi.
 		return Record{}, decision{}, errs.Wrap(errs.Internal, err, "cannot record the gate run")
 	}
 	return rec, final, nil
+}
+
+// writeRecord writes a run record, its id index and the session's last preset.
+func writeRecord(tx *store.Tx, r Record, start time.Time, ttl time.Duration) error {
+	key := r.Session + "/" + store.ReverseSortableTime(start) + "/" + r.ID
+	if err := runsCol.PutTTL(tx, key, r, ttl); err != nil {
+		return err
+	}
+	if err := runIDCol.PutTTL(tx, r.ID, key, ttl); err != nil {
+		return err
+	}
+	info, err := sessionCol.Get(tx, r.Session)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	if info.Preset != r.Preset {
+		return sessionCol.PutTTL(tx, r.Session, sessionInfo{Preset: r.Preset}, ttl)
+	}
+	return nil
 }
 
 func (r Record) summary() RecordSummary {
@@ -244,6 +259,7 @@ func (s *Service) Records(ctx context.Context, session, cursor string, limit int
 	case limit < 0 || limit > MaxRecordPage:
 		return RecordPage{}, errs.New(errs.Invalid, "the limit must be 1 to %d", MaxRecordPage)
 	}
+	s.rec.flush()
 	page := RecordPage{Records: []RecordSummary{}}
 	err := s.store.View(ctx, func(tx *store.Tx) error {
 		opts := store.ScanOptions{Limit: limit + 1}
@@ -272,6 +288,7 @@ func (s *Service) Records(ctx context.Context, session, cursor string, limit int
 
 // Record returns one record in full.
 func (s *Service) Record(ctx context.Context, id string) (Record, error) {
+	s.rec.flush()
 	var rec Record
 	err := s.store.View(ctx, func(tx *store.Tx) error {
 		key, err := runIDCol.Get(tx, id)
@@ -394,6 +411,7 @@ func (s *Service) ChatNotes(ctx context.Context, session string) ([]ChatNote, er
 	if err := checkSessionID(session); err != nil {
 		return nil, errs.New(errs.Invalid, "%s", err.Error())
 	}
+	s.rec.flush()
 	var notes []ChatNote
 	err := s.store.View(ctx, func(tx *store.Tx) error {
 		seen := map[string]bool{}

@@ -67,6 +67,7 @@ func (s *Service) SessionGates(ctx context.Context, session, preset string) (Ses
 		return SessionGates{}, err
 	}
 	out := SessionGates{Session: session, Preset: preset, Gates: []SessionGate{}}
+	s.rec.flush() // the session's last preset is written with its records
 	err = s.store.View(ctx, func(tx *store.Tx) error {
 		if out.Preset == "" {
 			info, err := sessionCol.Get(tx, session)

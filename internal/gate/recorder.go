@@ -1,0 +1,110 @@
+package gate
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+
+	"github.com/pixie-dev/pixie/internal/store"
+)
+
+// maxRecordBatch bounds the records one background transaction writes (a record may carry a
+// target of up to MaxTargetSize).
+const maxRecordBatch = 32
+
+// recorder writes run records in the background. A synced store commit costs about a
+// millisecond, more than a WASM rule's whole run, so an evaluation hands its record to the
+// recorder and answers at once; the recorder commits what has queued meanwhile in one
+// transaction (one sync for many runs). Every read of records (Record, Records, ChatNotes,
+// SessionGates) first waits until the records queued before it are written, so a client
+// always reads its own runs, and Service.Close writes what is queued: a clean shutdown loses
+// nothing. A crash can lose the records of the last few milliseconds, never a decision: runs
+// whose decision depends on the store (a redo counted against the turn's limit) are recorded
+// synchronously, as before.
+//
+// The worker goroutine runs only while records are queued.
+type recorder struct {
+	st  *store.Store
+	log *slog.Logger
+
+	mu      sync.Mutex
+	cond    *sync.Cond
+	queue   []func(tx *store.Tx) error
+	queued  uint64 // records added so far
+	written uint64 // records written (or given up on) so far
+	running bool
+}
+
+func newRecorder(st *store.Store, log *slog.Logger) *recorder {
+	r := &recorder{st: st, log: log}
+	r.cond = sync.NewCond(&r.mu)
+	return r
+}
+
+// add queues one record's writes.
+func (r *recorder) add(write func(tx *store.Tx) error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.queue = append(r.queue, write)
+	r.queued++
+	if !r.running {
+		r.running = true
+		go r.run()
+	}
+}
+
+func (r *recorder) run() {
+	for {
+		r.mu.Lock()
+		n := min(len(r.queue), maxRecordBatch)
+		if n == 0 {
+			r.running = false
+			r.mu.Unlock()
+			return
+		}
+		batch := r.queue[:n:n]
+		r.queue = r.queue[n:]
+		r.mu.Unlock()
+
+		ctx := context.Background()
+		err := r.st.Update(ctx, func(tx *store.Tx) error {
+			for _, w := range batch {
+				if err := w(tx); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil && len(batch) > 1 {
+			// One at a time, so that one bad record (too big for a batch) loses only itself.
+			for _, w := range batch {
+				if err := r.st.Update(ctx, w); err != nil {
+					r.log.Error("a gate run record could not be written", "err", err)
+				}
+			}
+		} else if err != nil {
+			r.log.Error("a gate run record could not be written", "err", err)
+		}
+		r.mu.Lock()
+		r.written += uint64(n)
+		r.cond.Broadcast()
+		r.mu.Unlock()
+	}
+}
+
+// flush waits until every record added before the call is written.
+func (r *recorder) flush() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	target := r.queued
+	for r.written < target {
+		r.cond.Wait()
+	}
+}
+
+// Close writes the run records still queued. Call it before closing the store; the Service
+// stays usable (later records are written in the background again).
+func (s *Service) Close(context.Context) error {
+	s.rec.flush()
+	return nil
+}

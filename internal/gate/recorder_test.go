@@ -1,0 +1,77 @@
+package gate
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/pixie-dev/pixie/internal/store"
+)
+
+// TestRecordsWrittenInTheBackground: evaluations answer before their records are committed,
+// every read sees the runs before it, and Close writes everything queued (read straight from
+// the store afterwards).
+func TestRecordsWrittenInTheBackground(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	ctx := context.Background()
+	e.saveGates(t, gateAt("g", "user-message", "Check the instruction."))
+
+	const sessions, runs = 4, 15
+	ids := make(chan string, sessions*runs)
+	var wg sync.WaitGroup
+	for s := range sessions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range runs {
+				r := evalReq("user-message", fmt.Sprintf("run %d", i))
+				r.Session.ID, r.Turn = fmt.Sprintf("s%d", s), i
+				res, err := e.svc.Evaluate(ctx, r)
+				if err != nil || res.RunID == "" {
+					t.Errorf("%+v %v", res, err)
+					return
+				}
+				ids <- res.RunID
+			}
+		}()
+	}
+	wg.Wait()
+	close(ids)
+	if err := e.svc.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for id := range ids {
+		n++
+		err := e.st.View(ctx, func(tx *store.Tx) error {
+			key, err := runIDCol.Get(tx, id)
+			if err != nil {
+				return err
+			}
+			_, err = runsCol.Get(tx, key)
+			return err
+		})
+		if err != nil {
+			t.Fatalf("run %s is not in the store after Close: %v", id, err)
+		}
+	}
+	if n != sessions*runs {
+		t.Fatalf("%d runs", n)
+	}
+	// A read sees every run before it.
+	r := evalReq("user-message", "one more")
+	r.Session.ID = "s1"
+	if _, err := e.svc.Evaluate(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	page, err := e.svc.Records(ctx, "s1", "", 0)
+	if err != nil || len(page.Records) != runs+1 || page.Records[0].Turn != 1 {
+		t.Fatalf("%d records of s1 (%v)", len(page.Records), err)
+	}
+	// The session's last preset is written with its records.
+	sg, err := e.svc.SessionGates(ctx, "s2", "")
+	if err != nil || sg.Preset != "dev" {
+		t.Fatalf("%+v %v", sg, err)
+	}
+}
