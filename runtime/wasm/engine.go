@@ -13,42 +13,55 @@ import (
 	"github.com/pixie-dev/pixie/internal/abi"
 )
 
-// engine is what the executor and the validator share: the wazero runtime configuration with
-// its compilation cache, and the host functions.
+// engine is what the executor and the validator share: the wazero runtime configuration and
+// the host functions.
+//
+// Compiled code is cached per module, not in one shared wazero cache: a wazero compilation
+// cache keeps every module it compiled in memory until the cache itself is closed (closing a
+// runtime or an extism plug-in does not release it), so a shared cache would keep every module
+// ever validated or evicted, and the validator's and the executor's copies of each. Each
+// compilation (one validation, one module of the executor) gets its own cache, closed with it;
+// all of them use the same directory, so what one compiled is read from disk by the next.
 type engine struct {
 	cfg   Config
-	cache wazero.CompilationCache
 	rc    wazero.RuntimeConfig
 	funcs []extism.HostFunction
 }
 
 func newEngine(cfg Config) (*engine, error) {
 	cfg = cfg.withDefaults()
-	var (
-		cache wazero.CompilationCache
-		err   error
-	)
 	if cfg.CacheDir != "" {
-		if cache, err = wazero.NewCompilationCacheWithDir(cfg.CacheDir); err != nil {
+		// Fail early on a directory that cannot be used.
+		c, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
+		if err != nil {
 			return nil, fmt.Errorf("wasm: compilation cache in %s: %w", cfg.CacheDir, err)
 		}
-	} else {
-		cache = wazero.NewCompilationCache()
+		_ = c.Close(context.Background())
 	}
 	rc := wazero.NewRuntimeConfig().
 		WithCloseOnContextDone(true).
-		WithMemoryLimitPages(cfg.MemoryPages).
-		WithCompilationCache(cache)
-	return &engine{cfg: cfg, cache: cache, rc: rc, funcs: extismFuncs()}, nil
+		WithMemoryLimitPages(cfg.MemoryPages)
+	return &engine{cfg: cfg, rc: rc, funcs: extismFuncs()}, nil
 }
 
-func (e *engine) close(ctx context.Context) error { return e.cache.Close(ctx) }
+// newCache returns a compilation cache for one compilation: in memory, and on disk in
+// Config.CacheDir when it is set. The caller closes it after what it compiled.
+func (e *engine) newCache() (wazero.CompilationCache, error) {
+	if e.cfg.CacheDir == "" {
+		return wazero.NewCompilationCache(), nil
+	}
+	c, err := wazero.NewCompilationCacheWithDir(e.cfg.CacheDir)
+	if err != nil {
+		return nil, fmt.Errorf("wasm: compilation cache in %s: %w", e.cfg.CacheDir, err)
+	}
+	return c, nil
+}
 
-// compile compiles wasm into a plug-in with WASI and the host functions.
-func (e *engine) compile(ctx context.Context, wasm []byte) (*extism.CompiledPlugin, error) {
+// compile compiles wasm into a plug-in with WASI and the host functions, through cache.
+func (e *engine) compile(ctx context.Context, cache wazero.CompilationCache, wasm []byte) (*extism.CompiledPlugin, error) {
 	return extism.NewCompiledPlugin(ctx,
 		extism.Manifest{Wasm: []extism.Wasm{extism.WasmData{Data: wasm}}},
-		extism.PluginConfig{RuntimeConfig: e.rc, EnableWasi: true},
+		extism.PluginConfig{RuntimeConfig: e.rc.WithCompilationCache(cache), EnableWasi: true},
 		e.funcs)
 }
 

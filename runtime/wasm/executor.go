@@ -14,6 +14,7 @@ import (
 	"time"
 
 	extism "github.com/extism/go-sdk"
+	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/pixie-dev/pixie/hostfuncs"
@@ -78,7 +79,7 @@ func (x *Executor) Close(ctx context.Context) error {
 		m.evict()
 	}
 	x.wg.Wait()
-	return x.e.close(ctx)
+	return nil
 }
 
 // Warm compiles the module ref names and fills its instance pool, waiting until the pool is
@@ -164,10 +165,9 @@ func (x *Executor) Run(ctx context.Context, req runtime.Request) (runtime.Result
 	if err != nil {
 		return runtime.Result{}, timeoutOr(ctx, err)
 	}
-	// Single use: whatever happens, this instance is closed after the call, and the pool is
-	// topped up then (not before the call, so that the refill does not compete with it).
-	defer m.kick()
-	defer x.discard(inst)
+	// Single use: whatever happens, this instance is closed after the call, by the module's
+	// worker, which then tops the pool up (not before the call, so as not to compete with it).
+	defer m.discard(inst)
 	if mount != "" {
 		inst.mount.bind(mount)
 	}
@@ -262,8 +262,17 @@ func mountDir(req runtime.Request) (string, error) {
 	return filepath.Clean(req.Cwd), nil
 }
 
-// discard closes a used instance (a few microseconds).
-func (x *Executor) discard(inst *instance) { inst.close() }
+// discard hands a used instance to the module's worker, which closes it (unmapping its
+// memory, which takes as long as the rule's call) and then refills the pool, off the run's path.
+// The instance is closed here when the worker is far behind.
+func (m *module) discard(inst *instance) {
+	select {
+	case m.trash <- inst:
+	default:
+		inst.close()
+	}
+	m.kick()
+}
 
 // module returns the compiled module sha, compiling it on first use; the caller must release
 // it.
@@ -279,7 +288,7 @@ func (x *Executor) module(ctx context.Context, sha string) (*module, error) {
 		m.acquire()
 		x.mu.Unlock()
 	} else {
-		m = &module{x: x, sha: sha, ready: make(chan struct{}), pool: make(chan *instance, x.e.cfg.PoolSize), kickc: make(chan struct{}, 1), done: make(chan struct{})}
+		m = &module{x: x, sha: sha, ready: make(chan struct{}), pool: make(chan *instance, x.e.cfg.PoolSize), trash: make(chan *instance, maxTrash), kickc: make(chan struct{}, 1), done: make(chan struct{})}
 		m.elem = x.lru.PushFront(m)
 		x.mods[sha] = m
 		m.acquire()
@@ -337,8 +346,10 @@ type module struct {
 	ready chan struct{} // closed when compiled (or failed)
 	err   error
 	cp    *extism.CompiledPlugin
+	cache wazero.CompilationCache // this module's: closing it frees the compiled code
 
 	pool  chan *instance
+	trash chan *instance // used instances waiting to be closed
 	kickc chan struct{}
 	done  chan struct{} // closed on eviction
 
@@ -389,12 +400,16 @@ func (m *module) closeCompiled() {
 		case inst := <-m.pool:
 			inst.close()
 			continue
+		case inst := <-m.trash:
+			inst.close()
+			continue
 		default:
 		}
 		break
 	}
 	if m.cp != nil {
 		_ = m.cp.Close(context.Background())
+		_ = m.cache.Close(context.Background())
 	}
 }
 
@@ -406,23 +421,27 @@ func (m *module) compile() {
 		m.err = fmt.Errorf("wasm: load module %s: %w", m.sha[:12], err)
 		return
 	}
-	cp, err := m.x.e.compile(ctx, wasm)
+	cache, err := m.x.e.newCache()
 	if err != nil {
+		m.err = err
+		return
+	}
+	cp, err := m.x.e.compile(ctx, cache, wasm)
+	if err != nil {
+		_ = cache.Close(ctx)
 		m.err = fmt.Errorf("%w: module %s does not compile: %v", runtime.ErrTrap, m.sha[:12], err)
 		return
 	}
-	m.cp = cp
-	if cap(m.pool) > 0 {
-		m.x.wg.Add(1)
-		go func() {
-			defer m.x.wg.Done()
-			m.refill()
-		}()
-		m.kick()
-	}
+	m.cp, m.cache = cp, cache
+	m.x.wg.Add(1)
+	go func() {
+		defer m.x.wg.Done()
+		m.refill()
+	}()
+	m.kick()
 }
 
-// kick asks the refill loop to top the pool up.
+// kick asks the module's worker to close used instances and top the pool up.
 func (m *module) kick() {
 	select {
 	case m.kickc <- struct{}{}:
@@ -436,14 +455,23 @@ func (m *module) lastInitErr() error {
 	return m.initErr
 }
 
-// refill keeps the pool full until the module is evicted. An instance that fails to start
-// stops the refill until the next kick, and the error is kept for Warm.
+// refill is the module's worker until the module is evicted: on each kick it closes the used
+// instances, then fills the pool. An instance that fails to start stops the refill until the
+// next kick, and the error is kept for Warm.
 func (m *module) refill() {
 	for {
 		select {
 		case <-m.done:
 			return
 		case <-m.kickc:
+		}
+		for drained := false; !drained; {
+			select {
+			case inst := <-m.trash:
+				inst.close()
+			default:
+				drained = true
+			}
 		}
 		for len(m.pool) < cap(m.pool) {
 			ctx, cancel := context.WithTimeout(m.x.base, DefaultInitTimeout)
@@ -491,7 +519,7 @@ func (m *module) newInstance(ctx context.Context) (*instance, error) {
 	m.made.Add(1)
 	out := &capBuffer{max: maxStderr}
 	mount := &lateMount{}
-	p, err := m.cp.Instance(ctx, extism.PluginInstanceConfig{ModuleConfig: moduleConfig(out, mount)})
+	p, err := m.cp.Instance(withMemory(ctx), extism.PluginInstanceConfig{ModuleConfig: moduleConfig(out, mount)})
 	if err != nil {
 		return nil, fmt.Errorf("%w: instantiate module %s: %v", runtime.ErrTrap, m.sha[:12], err)
 	}

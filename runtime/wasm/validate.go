@@ -55,8 +55,8 @@ func NewValidator(ctx context.Context, cfg Config) (*Validator, error) {
 	return &Validator{e: e, wasi: wasi, sem: make(chan struct{}, 1)}, nil
 }
 
-// Close releases the compilation cache.
-func (v *Validator) Close(ctx context.Context) error { return v.e.close(ctx) }
+// Close releases the validator. (Each validation releases what it compiled as it ends.)
+func (v *Validator) Close(context.Context) error { return nil }
 
 // Validate implements modules.Validator: wasm must be at most Config.MaxModuleSize bytes,
 // compile, export entry ("" means abi.EntryGate) as a function of no parameters returning
@@ -80,7 +80,14 @@ func (v *Validator) Validate(ctx context.Context, wasm []byte, entry string) (mo
 		return modules.Info{}, errs.Wrap(errs.Timeout, ctx.Err(), "validation was not started before the deadline")
 	}
 
-	rt := wazero.NewRuntimeWithConfig(ctx, v.e.rc)
+	// One cache for this validation: the module compiled below is written to the cache directory
+	// (where the executor finds it) and released from memory when the validation ends.
+	cache, err := v.e.newCache()
+	if err != nil {
+		return modules.Info{}, err
+	}
+	defer cache.Close(ctx)
+	rt := wazero.NewRuntimeWithConfig(ctx, v.e.rc.WithCompilationCache(cache))
 	defer rt.Close(ctx)
 	cm, err := rt.CompileModule(ctx, wasm)
 	if err != nil {
@@ -134,13 +141,10 @@ func (v *Validator) Validate(ctx context.Context, wasm []byte, entry string) (mo
 	if len(fn.ParamTypes()) != 0 || !slices.Equal(fn.ResultTypes(), []api.ValueType{api.ValueTypeI32}) {
 		return modules.Info{}, refuse("entry point %q must take no parameters and return i32; it is %s", entry, signature(fn))
 	}
-	if err := cm.Close(ctx); err != nil {
-		return modules.Info{}, fmt.Errorf("wasm: close compiled module: %w", err)
-	}
-
-	// Instantiate it once as the executor would: this resolves every import against the real
-	// host modules (names and signatures) and checks the memory limit.
-	cp, err := v.e.compile(ctx, wasm)
+	// Instantiate it once as the executor would (the same cache: no second compilation): this
+	// resolves every import against the real host modules (names and signatures) and checks
+	// the memory limit.
+	cp, err := v.e.compile(ctx, cache, wasm)
 	if err != nil {
 		return modules.Info{}, refuse("module does not compile: %v", err)
 	}

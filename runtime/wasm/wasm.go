@@ -4,16 +4,24 @@
 // Decisions (docs/abi.md has the guest-facing side):
 //
 //   - Compile once. Each module (by sha256) is compiled once into an extism CompiledPlugin in
-//     its own wazero runtime; every runtime shares one wazero compilation cache, in memory and,
-//     with Config.CacheDir, on disk, so a restart (and the first run after an upload, which the
-//     Validator already compiled) reads machine code instead of compiling it. At most
-//     Config.MaxModules compiled modules are kept, least recently used first out.
+//     its own wazero runtime, through a wazero compilation cache of its own that writes to (and
+//     reads from) Config.CacheDir, so a restart, and the first run after an upload (which the
+//     Validator compiled), read machine code from disk instead of compiling it. A cache per
+//     module, not one shared: a wazero cache keeps everything it compiled in memory until it is
+//     closed, so closing a module's cache with the module is what frees its compiled code (about
+//     15 MiB for a Go guest). At most Config.MaxModules compiled modules are kept, least
+//     recently used first out.
 //   - Single-use instances, pre-initialised. An instance runs exactly one rule call and is then
 //     closed, so no state leaks between runs. Instantiating and initialising a Go guest costs
-//     milliseconds, so each module keeps a pool of Config.PoolSize ready instances, refilled in
-//     the background; the run path takes one (or, when the pool is empty, makes one itself).
+//     milliseconds, so each module keeps a pool of Config.PoolSize ready instances. Each module
+//     has a worker that closes used instances and then refills the pool, after the run, so the
+//     run path only takes an instance (or, when the pool is empty, makes one itself).
 //     Pre-initialising calls the optional export abi.EntryInit, which makes extism run the
 //     guest's _initialize; the SDK exports it.
+//   - Memory. A guest's linear memory is an anonymous mapping of its maximum size (memory_unix.go)
+//     instead of wazero's Go slice, which copies the whole memory each time a Go guest grows its
+//     heap and leaves the copies to the garbage collector: growing populates the new pages, and
+//     closing an instance unmaps its memory at once.
 //   - Limits. Memory is capped at Config.MemoryPages (wazero's memory limit, so a memory bomb
 //     fails to grow and the guest dies); the run's context carries its time limit and wazero's
 //     CloseOnContextDone interrupts a spinning guest; input, output and host calls are capped.
@@ -50,6 +58,8 @@ const (
 	// DefaultInitTimeout bounds pre-initialising one instance in the background.
 	DefaultInitTimeout = 10 * time.Second
 	maxStderr          = 64 << 10
+	// maxTrash is how many used instances may wait for their module's worker to close them.
+	maxTrash = 16
 )
 
 // Config configures the executor and the validator. The zero value works.

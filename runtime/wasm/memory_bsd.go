@@ -1,0 +1,8 @@
+//go:build darwin || freebsd || netbsd || openbsd
+
+package wasm
+
+const mapNoReserve = 0
+
+// populate makes b's pages resident (see memory_linux.go).
+func populate(b []byte) { touch(b) }
