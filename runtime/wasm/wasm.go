@@ -53,7 +53,7 @@ const (
 	DefaultMaxInput    = 1 << 20
 	DefaultMaxOutput   = abi.MaxOutputSize
 	DefaultPoolSize    = 2
-	DefaultMaxModules  = 32
+	DefaultMaxModules  = 16 // each costs ~15 MiB of compiled code plus its pool: see docs/guests.md
 	DefaultTimeout     = 60 * time.Second
 	// DefaultInitTimeout bounds pre-initialising one instance in the background.
 	DefaultInitTimeout = 10 * time.Second
