@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -145,4 +147,69 @@ func TestGuestBuild(t *testing.T) {
 	if code := runGuest(context.Background(), []string{"build"}, &stdout, &stderr); code != 2 {
 		t.Fatalf("no folder: %d", code)
 	}
+}
+
+// TestModulesInTheServer runs the real binary: a module pushed with `pixie module push` is a
+// gate's rule at once, /v1/info counts it, the record of the last run before a clean stop is
+// there after the restart, and the restarted server runs the module from the disk cache.
+func TestModulesInTheServer(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "home")
+	p := testutil.StartServer(t, home, nil)
+	env := []string{"PIXIE_SERVER_URL=" + p.URL, "PIXIE_HOME=" + home}
+	ctx := context.Background()
+	if out, code := testutil.RunPixie(t, ctx, env, "module", "push", testutil.GuestPath(t, "block-risky-commands")); code != 0 {
+		t.Fatalf("push: %d %s", code, out)
+	}
+	set := `{"gates":[{"name":"risky","point":"tool-before","rule":{"kind":"module","name":"block-risky-commands"}}],
+"presets":[{"name":"dev","gates":[{"gate":"risky","enabled":true}]}]}`
+	if st, body := adminCall(t, p, "PUT", "/v1/gates", set); st != 200 {
+		t.Fatalf("save: %d %s", st, body)
+	}
+	eval := `{"point":"tool-before","session":{"id":"s1","preset":"dev","cwd":"/tmp","policy":"read-only"},"turn":1,
+"tool":{"name":"Bash","args":{"command":"rm -rf ~"}},"target":"{\"command\":\"rm -rf ~\"}"}`
+	var res gate.Result
+	st, body := adminCall(t, p, "POST", "/v1/gates/evaluate", eval)
+	if st != 200 || json.Unmarshal([]byte(body), &res) != nil || res.Action != gate.ActionBlocked || res.RunID == "" {
+		t.Fatalf("evaluate: %d %s", st, body)
+	}
+	var info struct {
+		WASM struct {
+			Modules  int    `json:"modules"`
+			CacheDir string `json:"cacheDir"`
+		} `json:"wasm"`
+	}
+	if st, body := adminCall(t, p, "GET", "/v1/info", ""); st != 200 || json.Unmarshal([]byte(body), &info) != nil ||
+		info.WASM.Modules != 1 || info.WASM.CacheDir != filepath.Join(home, "cache", "wasm") {
+		t.Fatalf("info: %d %s", st, body)
+	}
+	p.Stop(t)
+
+	p = testutil.StartServer(t, home, nil)
+	defer p.Stop(t)
+	if st, body := adminCall(t, p, "GET", "/v1/gates/records/"+res.RunID, ""); st != 200 || !strings.Contains(body, `"action":"blocked"`) {
+		t.Fatalf("the record of the last run before the stop: %d %s", st, body)
+	}
+	if st, body := adminCall(t, p, "POST", "/v1/gates/evaluate", strings.Replace(eval, `"turn":1`, `"turn":2`, 1)); st != 200 || !strings.Contains(body, `"action":"blocked"`) {
+		t.Fatalf("evaluate after the restart: %d %s", st, body)
+	}
+}
+
+// adminCall sends an admin request to a running server and returns the status and body.
+func adminCall(t *testing.T, p *testutil.Proc, method, path, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, p.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+p.Token(t))
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(raw)
 }
