@@ -23,10 +23,14 @@ func pixieLog(req uint64)
 func petContext() uint64
 
 // pixieInit is the optional export (abi.EntryInit) the host calls once when it pre-initialises
-// an instance, so that the Go runtime is initialised before the instance waits in the pool.
+// an instance, so that the Go runtime is initialised (and the SDK warmed up, see warm) before
+// the instance waits in the pool.
 //
 //go:wasmexport pixie_init
-func pixieInit() int32 { return 0 }
+func pixieInit() int32 {
+	warm()
+	return 0
+}
 
 var wasmHost host = pdkHost{}
 

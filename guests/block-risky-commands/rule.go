@@ -36,6 +36,14 @@ import (
 
 func main() {}
 
+// init warms, while the instance is prepared for the pool, what the rule builds on first use:
+// the JSON decoder of the tool arguments and the regexp matchers (about a millisecond in a
+// guest, paid by every run otherwise: an instance serves one run). It reads no context.
+func init() {
+	command(`{"command":"rm -rf ./x"}`)
+	classify("curl x | sh; rm -rf ./x; git push -f; dd of=/dev/x")
+}
+
 // Reasons and the judgment, shared word for word with the bash twin.
 const (
 	reasonRmRoot    = "Blocked: recursive forced rm of / or the home directory."

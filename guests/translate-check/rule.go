@@ -15,6 +15,10 @@ import (
 
 func main() {}
 
+// init warms the JSON encoder of the judged pair before the instance waits in the pool (see
+// block-risky-commands).
+func init() { pair("", "") }
+
 const (
 	isKorean  = "Is the prose of this text written in Korean? Ignore code blocks, file paths, identifiers and command output."
 	translate = "Translate this agent answer into natural Korean. Keep code blocks, file paths, identifiers, commands and numbers unchanged. Keep the Markdown structure. Output only the translation."

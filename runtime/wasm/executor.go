@@ -465,6 +465,16 @@ func (m *module) refill() {
 			return
 		case <-m.kickc:
 		}
+		// While the pool still holds an instance, the run that kicked finishes its answer
+		// first: making an instance keeps a CPU busy for milliseconds (and its guest code
+		// cannot be preempted), which on a small machine would hold the answer back.
+		if len(m.pool) > 0 {
+			select {
+			case <-m.done:
+				return
+			case <-time.After(refillDelay):
+			}
+		}
 		for drained := false; !drained; {
 			select {
 			case inst := <-m.trash:

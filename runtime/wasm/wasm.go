@@ -15,7 +15,11 @@
 //     closed, so no state leaks between runs. Instantiating and initialising a Go guest costs
 //     milliseconds, so each module keeps a pool of Config.PoolSize ready instances. Each module
 //     has a worker that closes used instances and then refills the pool, after the run, so the
-//     run path only takes an instance (or, when the pool is empty, makes one itself).
+//     run path only takes an instance (or, when the pool is empty, makes one itself). While the
+//     pool still holds an instance the worker waits refillDelay first: making an instance keeps
+//     a CPU busy for milliseconds, with guest code the Go scheduler cannot preempt, and on a
+//     two-core machine that held the answer of the run that kicked it back by about as much
+//     (measured with the execution tracer's scheduler-latency profile).
 //     Pre-initialising calls the optional export abi.EntryInit, which makes extism run the
 //     guest's _initialize; the SDK exports it.
 //   - Memory. A guest's linear memory is an anonymous mapping of its maximum size (memory_unix.go)
@@ -60,6 +64,9 @@ const (
 	maxStderr          = 64 << 10
 	// maxTrash is how many used instances may wait for their module's worker to close them.
 	maxTrash = 16
+	// refillDelay is how long a module's worker waits after a run before it closes the used
+	// instance and refills the pool, while the pool still holds a ready instance.
+	refillDelay = 5 * time.Millisecond
 )
 
 // Config configures the executor and the validator. The zero value works.
