@@ -171,7 +171,7 @@ func (x *Executor) Run(ctx context.Context, req runtime.Request) (runtime.Result
 	if mount != "" {
 		inst.mount.bind(mount)
 	}
-	if !inst.p.FunctionExists(entry) {
+	if !m.exports(inst, entry) {
 		return runtime.Result{}, fmt.Errorf("%w: module %s does not export %q", runtime.ErrNotFound, req.Ref, entry)
 	}
 
@@ -359,6 +359,19 @@ type module struct {
 	initErr error
 	// made counts the instances created (for tests).
 	made atomic.Int64
+	// entries caches which entry points the module exports (asking an instance costs an
+	// allocation of a call stack).
+	entries sync.Map
+}
+
+// exports reports whether the module exports the function entry.
+func (m *module) exports(inst *instance, entry string) bool {
+	if ok, found := m.entries.Load(entry); found {
+		return ok.(bool)
+	}
+	ok := inst.p.FunctionExists(entry)
+	m.entries.Store(entry, ok)
+	return ok
 }
 
 func (m *module) acquire() {
