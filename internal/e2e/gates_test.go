@@ -62,7 +62,7 @@ func TestGateFromTemplate(t *testing.T) {
 
 	b.Run(t, "gates page", chromedp.WaitVisible(chromedp.CSS("[data-action=new-gate]")))
 	shot(t, b, "gates-empty")
-	b.Run(t, "New gate", chromedp.Click(chromedp.CSS("[data-action=new-gate]")), chromedp.WaitVisible(chromedp.CSS(".template-list")))
+	b.Run(t, "New gate", click(chromedp.CSS("[data-action=new-gate]")), chromedp.WaitVisible(chromedp.CSS(".template-list")))
 	if n := Eval[int](t, b, `document.querySelectorAll('.template-list [data-template]').length`); n != 6 {
 		t.Fatalf("%d templates listed, want 6 (one per point and the blank gate)", n)
 	}
@@ -71,7 +71,7 @@ func TestGateFromTemplate(t *testing.T) {
 	}
 	shot(t, b, "templates")
 
-	b.Run(t, "use a template", chromedp.Click(chromedp.CSS(`[data-template="block-risky-commands"]`)), chromedp.WaitVisible(chromedp.CSS("[name=task]")))
+	b.Run(t, "use a template", click(chromedp.CSS(`[data-template="block-risky-commands"]`)), chromedp.WaitVisible(chromedp.CSS("[name=task]")))
 	mustContain(t, "task", Eval[string](t, b, `document.querySelector('[name=task]').value`), "{{tool.name}}", "{{tool.args}}")
 	if v := Eval[string](t, b, `document.querySelector('[name=point]').value`); v != "tool-before" {
 		t.Fatalf("point %q", v)
@@ -79,14 +79,14 @@ func TestGateFromTemplate(t *testing.T) {
 	shot(t, b, "editor")
 
 	// Try it: the model really answers; the point table turns its stop into a block.
-	b.Run(t, "try it", chromedp.SendKeys(chromedp.CSS("[name=toolName]"), "bash"), chromedp.Click(chromedp.CSS("[data-action=try]")),
+	b.Run(t, "try it", chromedp.SendKeys(chromedp.CSS("[name=toolName]"), "bash"), click(chromedp.CSS("[data-action=try]")),
 		chromedp.WaitVisible(chromedp.CSS(".try .result")))
 	res := textOf(t, b, ".try .result")
 	mustContain(t, "trial", res, "Blocked", "stop", reason)
 	shot(t, b, "try")
 
 	// Save (it applies the editor first).
-	b.Run(t, "save", chromedp.Click(chromedp.CSS("[data-action=save]")))
+	b.Run(t, "save", click(chromedp.CSS("[data-action=save]")))
 	waitFor(t, b, "the save toast", `[...document.querySelectorAll('#toasts .toast')].some((x) => x.textContent.includes('Saved'))`)
 	var set gateSet
 	adminAPI(t, p, "GET", "/v1/gates", nil, &set)
@@ -95,7 +95,7 @@ func TestGateFromTemplate(t *testing.T) {
 	}
 
 	// A refusal: an empty task and no rule. It shows next to the Task field.
-	b.Run(t, "empty the task", clearField("[name=task]"), chromedp.Click(chromedp.CSS("[data-action=save]")))
+	b.Run(t, "empty the task", clearField("[name=task]"), click(chromedp.CSS("[data-action=save]")))
 	waitFor(t, b, "the refusal", `document.querySelector('[name=task]').getAttribute('aria-invalid') === 'true'`)
 	mustContain(t, "refusal next to Task", errorsNextTo(t, b, "[name=task]"), "a gate with an empty task needs a rule")
 	if Eval[bool](t, b, `document.activeElement !== document.querySelector('[name=task]')`) {
@@ -109,7 +109,7 @@ func TestGateFromTemplate(t *testing.T) {
 
 	// Back on the list, discard the refused draft.
 	open(t, b, "#/gates", ".gate-card")
-	b.Run(t, "discard", chromedp.Click(`//button[text()="Discard changes"]`))
+	b.Run(t, "discard", click(`//button[text()="Discard changes"]`))
 	waitFor(t, b, "no unsaved badge", `!document.querySelector('.badge.warn[role=status]')`)
 	shot(t, b, "gates")
 
@@ -127,28 +127,28 @@ func TestGateFromTemplate(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(home, "commands", "measure-subtitle.sh"), []byte("#!/bin/bash\nwc -c\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	b.Run(t, "refresh the list", chromedp.Click(chromedp.CSS("[data-action=refresh-scripts]")))
+	b.Run(t, "refresh the list", click(chromedp.CSS("[data-action=refresh-scripts]")))
 	waitFor(t, b, "the script listed", `document.querySelector('table.scripts') && document.querySelector('table.scripts').innerText.includes('{{hooks.measure-subtitle.text}}')`)
 	guest := testutil.GuestPath(t, "block-risky-commands")
 	b.Run(t, "upload a module", chromedp.SetUploadFiles(chromedp.CSS("[name=module]"), []string{guest}),
 		chromedp.Evaluate[chromedp.Void](`document.querySelector('[name=module]').dispatchEvent(new Event('change'))`),
-		chromedp.Click(chromedp.CSS("[data-action=upload-module]")))
+		click(chromedp.CSS("[data-action=upload-module]")))
 	waitFor(t, b, "the module listed", `document.querySelector('tr[data-module="block-risky-commands"]')`)
 
 	// A preset with both tool-before gates on is refused next to the second switch.
 	b.Run(t, "new preset", chromedp.SendKeys(chromedp.CSS("[name=preset]"), "default\n"), chromedp.WaitVisible(chromedp.CSS(`[data-preset="default"]`)))
 	for _, g := range []string{"block-risky-commands", "no-secrets", "instruction-check"} {
 		b.Run(t, "add "+g, chromedp.SetValue(chromedp.CSS(`[data-preset="default"] [name=add-gate]`), g),
-			chromedp.Click(chromedp.CSS(`[data-preset="default"] [data-action=add-gate]`)),
+			click(chromedp.CSS(`[data-preset="default"] [data-action=add-gate]`)),
 			chromedp.WaitVisible(chromedp.CSS(`[data-preset="default"] tr[data-gate="`+g+`"]`)))
 	}
 	waitFor(t, b, "the page warns", `document.querySelector('.warn[role=note]') && document.querySelector('.warn[role=note]').innerText.includes('Only one enabled gate per preset')`)
-	b.Run(t, "save the scope", chromedp.Click(chromedp.CSS("[data-action=save]")))
+	b.Run(t, "save the scope", click(chromedp.CSS("[data-action=save]")))
 	waitFor(t, b, "the refusal next to the switch", `document.querySelector('[data-preset="default"] tr[data-gate="no-secrets"] .field-error')`)
 	mustContain(t, "refusal", textOf(t, b, `[data-preset="default"] tr[data-gate="no-secrets"]`), "only one enabled gate per preset and point")
 	shot(t, b, "scope-refusal")
-	b.Run(t, "switch it off in this preset", chromedp.Click(chromedp.CSS(`[data-preset="default"] tr[data-gate="no-secrets"] input[role=switch]`)),
-		chromedp.Click(chromedp.CSS("[data-action=save]")))
+	b.Run(t, "switch it off in this preset", click(chromedp.CSS(`[data-preset="default"] tr[data-gate="no-secrets"] input[role=switch]`)),
+		click(chromedp.CSS("[data-action=save]")))
 	waitFor(t, b, "saved", `!document.querySelector('.badge.warn[role=status]') && !document.querySelector('.alert')`)
 	adminAPI(t, p, "GET", "/v1/gates", nil, &set)
 	if len(set.Presets) != 1 || len(set.Presets[0].Gates) != 3 {
@@ -174,10 +174,10 @@ func TestGateFromTemplate(t *testing.T) {
 	shot(t, b, "records")
 
 	// The rejected instruction's detail, and Edit and send into the hint composer.
-	b.Run(t, "open the rejected run", chromedp.Click(`//table[contains(@class,"records")]//tr[td[contains(., "instruction-check")]]//a`), chromedp.WaitVisible(chromedp.CSS(".record")))
+	b.Run(t, "open the rejected run", click(`//table[contains(@class,"records")]//tr[td[contains(., "instruction-check")]]//a`), chromedp.WaitVisible(chromedp.CSS(".record")))
 	mustContain(t, "detail", textOf(t, b, ".record"), "Rejected", "Pixie", "Original text", "fix it", "Final text", reason, "120 in · 24 out", "No helper calls")
 	shot(t, b, "record-detail")
-	b.Run(t, "Edit and send", chromedp.Click(chromedp.CSS("[data-action=edit-and-send]")), chromedp.WaitVisible(chromedp.CSS("#hintbar .panel textarea")))
+	b.Run(t, "Edit and send", click(chromedp.CSS("[data-action=edit-and-send]")), chromedp.WaitVisible(chromedp.CSS("#hintbar .panel textarea")))
 	if v := Eval[[]string](t, b, `[document.querySelector('#hintbar textarea').value, document.querySelector('#hintbar .panel input').value]`); v[0] != "fix it" || v[1] != "sess-1" {
 		t.Fatalf("composer holds %q", v)
 	}
@@ -185,7 +185,7 @@ func TestGateFromTemplate(t *testing.T) {
 
 	// A per-session switch.
 	open(t, b, "#/records?session=sess-1", ".switch-list li")
-	b.Run(t, "switch off for the session", chromedp.Click(chromedp.CSS(`.switch-list li[data-gate="block-risky-commands"] input`)))
+	b.Run(t, "switch off for the session", click(chromedp.CSS(`.switch-list li[data-gate="block-risky-commands"] input`)))
 	waitFor(t, b, "the switch saved", `[...document.querySelectorAll('#toasts .toast')].some((x) => x.textContent.includes('block-risky-commands is off in this session'))`)
 	var sg struct {
 		Gates []struct {

@@ -194,3 +194,29 @@ func shot(t *testing.T, b *Browser, name string) {
 	}
 	b.Shot(t, name)
 }
+
+// click is chromedp.Click that survives a re-render. The Studio redraws a list when a server
+// event arrives, so the node the query found can be gone by the time the mouse is sent
+// ("Could not find node with given id"); the query is then run again on the new DOM.
+func click[S chromedp.Selectable](sel S, opts ...chromedp.QueryOption) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		for {
+			_, err := chromedp.Click(sel, opts...)(ctx, tg)
+			if err == nil || !nodeGone(err) {
+				return err
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%w (last: %w)", ctx.Err(), err)
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	})
+}
+
+// nodeGone reports whether err says the node was removed from the page between the query and
+// the use.
+func nodeGone(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "Could not find node with given id") || strings.Contains(s, "Node is detached") || strings.Contains(s, "No node with given id")
+}

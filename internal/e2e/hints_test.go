@@ -23,7 +23,7 @@ func TestHintSentAndConsumed(t *testing.T) {
 	login(t, b, p)
 	watchErrors(t, b)
 
-	b.Run(t, "open the bar", chromedp.Click(chromedp.CSS("#hintbar button.pill")), chromedp.WaitVisible(chromedp.CSS("#hintbar .panel textarea")))
+	b.Run(t, "open the bar", click(chromedp.CSS("#hintbar button.pill")), chromedp.WaitVisible(chromedp.CSS("#hintbar .panel textarea")))
 	if got := Eval[bool](t, b, `document.activeElement === document.querySelector('#hintbar textarea')`); !got {
 		t.Fatal("the hint input is not focused when the bar opens")
 	}
@@ -64,7 +64,7 @@ func TestHintSentAndConsumed(t *testing.T) {
 	// A second hint, cancelled from the pending list.
 	b.Run(t, "send a second hint", chromedp.SendKeys(chromedp.CSS("#hintbar textarea"), "never mind\n"))
 	waitFor(t, b, "the second hint pending", `document.querySelector('[aria-label="Pending hints"]').innerText.includes('never mind')`)
-	b.Run(t, "cancel it", chromedp.Click(chromedp.CSS(`[aria-label="Pending hints"] li button`)))
+	b.Run(t, "cancel it", click(chromedp.CSS(`[aria-label="Pending hints"] li button`)))
 	waitFor(t, b, "the pending list empties", `document.querySelector('[aria-label="Pending hints"]').innerText.includes('Nothing pending')`)
 
 	waitFor(t, b, "the focus back in the input after the cancel", `document.activeElement === document.querySelector('#hintbar textarea')`)
@@ -85,7 +85,7 @@ func TestHintPollingFallback(t *testing.T) {
 	}))
 	login(t, b, p)
 	watchErrors(t, b)
-	b.Run(t, "open the bar", chromedp.Click(chromedp.CSS("#hintbar button.pill")), chromedp.WaitVisible(chromedp.CSS("#hintbar .panel textarea")))
+	b.Run(t, "open the bar", click(chromedp.CSS("#hintbar button.pill")), chromedp.WaitVisible(chromedp.CSS("#hintbar .panel textarea")))
 	waitFor(t, b, "the polling mode shown", `document.querySelector('#hintbar .panel').innerText.includes('polling')`)
 
 	// A hint sent by a model-side tool (not from this page) shows up by polling.

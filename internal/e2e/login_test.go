@@ -15,12 +15,12 @@ func login(t *testing.T, b *Browser, p *testutil.Proc) {
 	b.Run(t, "open", chromedp.Navigate(p.URL+"/"), chromedp.WaitVisible(chromedp.CSS("#login-token")))
 	shot(t, b, "login")
 	b.Run(t, "wrong token", chromedp.SendKeys(chromedp.CSS("#login-token"), "not-the-token"),
-		chromedp.Click(chromedp.CSS("#login-form button[type=submit]")), chromedp.WaitVisible(chromedp.CSS("#login-error")))
+		click(chromedp.CSS("#login-form button[type=submit]")), chromedp.WaitVisible(chromedp.CSS("#login-error")))
 	if msg := b.Text(t, "#login-error"); !strings.Contains(msg, "not right") {
 		t.Fatalf("wrong-token message: %q", msg)
 	}
 	b.Run(t, "log in", chromedp.SetValue(chromedp.CSS("#login-token"), p.Token(t)),
-		chromedp.Click(chromedp.CSS("#login-form button[type=submit]")), chromedp.WaitVisible(chromedp.CSS("#app nav")))
+		click(chromedp.CSS("#login-form button[type=submit]")), chromedp.WaitVisible(chromedp.CSS("#app nav")))
 }
 
 func TestLogin(t *testing.T) {

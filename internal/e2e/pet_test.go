@@ -50,50 +50,50 @@ func TestPetSkillImportAndInvoke(t *testing.T) {
 	shot(t, b, "settings-skills-empty")
 
 	// A directory that fails validation: the problems show next to the path field.
-	b.Run(t, "inspect a bad Skill", chromedp.SetValue(chromedp.CSS("[name=skill-path]"), bad), chromedp.Click(chromedp.CSS("[data-action=inspect]")))
+	b.Run(t, "inspect a bad Skill", chromedp.SetValue(chromedp.CSS("[name=skill-path]"), bad), click(chromedp.CSS("[data-action=inspect]")))
 	waitFor(t, b, "the refusal next to the path", `[...document.querySelectorAll('[data-errors-for] .field-error')].some((e) => e.textContent.includes('description'))`)
 	shot(t, b, "skill-refused")
 
 	// Inspect, then register (enabled, on the wheel).
-	b.Run(t, "inspect", chromedp.SetValue(chromedp.CSS("[name=skill-path]"), good), chromedp.Click(chromedp.CSS("[data-action=inspect]")),
+	b.Run(t, "inspect", chromedp.SetValue(chromedp.CSS("[name=skill-path]"), good), click(chromedp.CSS("[data-action=inspect]")),
 		chromedp.WaitVisible(chromedp.CSS(".inspection")))
 	mustContain(t, "inspection", textOf(t, b, ".inspection"), "review-notes", "Writes review notes", "instructions", "1 (")
 	shot(t, b, "skill-inspected")
-	b.Run(t, "register", chromedp.Click(chromedp.CSS("[data-action=register]")), chromedp.WaitVisible(chromedp.CSS(`[data-skill="review-notes"]`)))
+	b.Run(t, "register", click(chromedp.CSS("[data-action=register]")), chromedp.WaitVisible(chromedp.CSS(`[data-skill="review-notes"]`)))
 	waitFor(t, b, "the Skill is ready", `document.querySelector('[data-skill="review-notes"]').innerText.includes('ready')`)
 
 	// A second Skill on the wheel but disabled: the wheel shows it unavailable with the reason.
-	b.Run(t, "inspect the second", chromedp.SetValue(chromedp.CSS("[name=skill-path]"), off), chromedp.Click(chromedp.CSS("[data-action=inspect]")),
-		chromedp.WaitVisible(chromedp.CSS("#reg-enabled")), chromedp.Click(chromedp.CSS("#reg-enabled")), chromedp.Click(chromedp.CSS("[data-action=register]")),
+	b.Run(t, "inspect the second", chromedp.SetValue(chromedp.CSS("[name=skill-path]"), off), click(chromedp.CSS("[data-action=inspect]")),
+		chromedp.WaitVisible(chromedp.CSS("#reg-enabled")), click(chromedp.CSS("#reg-enabled")), click(chromedp.CSS("[data-action=register]")),
 		chromedp.WaitVisible(chromedp.CSS(`[data-skill="release-check"]`)))
 	shot(t, b, "settings-skills")
 
 	// The wheel.
-	b.Run(t, "open the Pet", chromedp.Click(chromedp.CSS("button.mascot")), chromedp.WaitVisible(chromedp.CSS(`.wheel-entry[data-entry="review-notes"]`)))
+	b.Run(t, "open the Pet", click(chromedp.CSS("button.mascot")), chromedp.WaitVisible(chromedp.CSS(`.wheel-entry[data-entry="review-notes"]`)))
 	if v := Eval[string](t, b, `document.querySelector('.wheel-entry[data-entry="release-check"]').getAttribute('aria-disabled')`); v != "true" {
 		t.Fatalf("the disabled Skill's wheel entry has aria-disabled=%q", v)
 	}
 	b.Run(t, "focus the unavailable entry", chromedp.Focus(chromedp.CSS(`.wheel-entry[data-entry="release-check"]`)))
 	waitFor(t, b, "the reason", `document.querySelector('.wheel-detail').innerText.includes('Unavailable: Skill release-check is disabled')`)
 	shot(t, b, "wheel")
-	b.Run(t, "an unavailable entry does not run", chromedp.Click(chromedp.CSS(`.wheel-entry[data-entry="release-check"]`)))
+	b.Run(t, "an unavailable entry does not run", click(chromedp.CSS(`.wheel-entry[data-entry="release-check"]`)))
 	if Eval[bool](t, b, `!!document.querySelector('[data-action=run]')`) {
 		t.Fatal("clicking an unavailable entry opened the confirmation")
 	}
 
-	b.Run(t, "pick the Skill", chromedp.Click(chromedp.CSS(`.wheel-entry[data-entry="review-notes"]`)), chromedp.WaitVisible(chromedp.CSS("[data-action=run]")),
+	b.Run(t, "pick the Skill", click(chromedp.CSS(`.wheel-entry[data-entry="review-notes"]`)), chromedp.WaitVisible(chromedp.CSS("[data-action=run]")),
 		chromedp.SetValue(chromedp.CSS(".pet-confirm [name=title]"), "Parser refactor"))
 	shot(t, b, "wheel-confirm")
-	b.Run(t, "run it", chromedp.Click(chromedp.CSS("[data-action=run]")), chromedp.WaitVisible(chromedp.CSS(".pet-result")))
+	b.Run(t, "run it", click(chromedp.CSS("[data-action=run]")), chromedp.WaitVisible(chromedp.CSS(".pet-result")))
 	mustContain(t, "result", textOf(t, b, ".pet-result"), "succeeded", answer)
 	shot(t, b, "wheel-result")
 
 	// The task panel shows the Task, its Invocation and the Run.
-	b.Run(t, "open the task panel", chromedp.Click(chromedp.CSS(".pet-result a.button")), chromedp.WaitVisible(chromedp.CSS(".invocation")))
+	b.Run(t, "open the task panel", click(chromedp.CSS(".pet-result a.button")), chromedp.WaitVisible(chromedp.CSS(".invocation")))
 	waitFor(t, b, "the run output", `document.querySelector('.invocation .run-output') && document.querySelector('.invocation .run-output').innerText.includes(`+jsq(answer)+`)`)
 	mustContain(t, "task list", textOf(t, b, ".task-list"), "Independent", "1 invocation")
 	mustContain(t, "invocation", textOf(t, b, ".invocation"), "#1 review-notes", "succeeded", "Run 1", "instructions")
-	b.Run(t, "open the snapshot", chromedp.Click(chromedp.CSS(".invocation details summary")))
+	b.Run(t, "open the snapshot", click(chromedp.CSS(".invocation details summary")))
 	mustContain(t, "snapshot", textOf(t, b, ".invocation details"), "Parser refactor", "Independent")
 	shot(t, b, "task-panel")
 	viewport(t, b, 420, 800)
@@ -103,10 +103,10 @@ func TestPetSkillImportAndInvoke(t *testing.T) {
 	// An environment value: a bad key is refused where it was typed; a saved value is masked.
 	open(t, b, "#/pet-settings?tab=environment", "[name=env-key]")
 	b.Run(t, "a bad key", chromedp.SetValue(chromedp.CSS("[name=env-key]"), "cr-group"), chromedp.SetValue(chromedp.CSS("[name=env-value]"), "oc_secret_group"),
-		chromedp.Click(chromedp.CSS("[data-action=save-env]")))
+		click(chromedp.CSS("[data-action=save-env]")))
 	waitFor(t, b, "the refusal", `document.querySelector('.tabpanel .error[role=alert]')`)
 	b.Run(t, "a good key", chromedp.SetValue(chromedp.CSS("[name=env-key]"), "CR_GROUP"), chromedp.SetValue(chromedp.CSS("[name=env-value]"), "oc_secret_group"),
-		chromedp.Click(chromedp.CSS("[data-action=save-env]")))
+		click(chromedp.CSS("[data-action=save-env]")))
 	waitFor(t, b, "the value listed", `document.querySelector('.tabpanel').innerText.includes('DSH_PET_CR_GROUP')`)
 	if Eval[bool](t, b, `document.body.innerText.includes('oc_secret_group') || [...document.querySelectorAll('input')].some((i) => i.value === 'oc_secret_group')`) {
 		t.Fatal("an environment value is shown after saving")

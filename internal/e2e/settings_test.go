@@ -26,16 +26,16 @@ func TestPixieSettings(t *testing.T) {
 	if v := Eval[[]string](t, b, `['provider','model'].map((n) => document.querySelector('[name=' + n + ']').value)`); v[0] != "openai" || v[1] != "m" {
 		t.Fatalf("form holds %q", v)
 	}
-	b.Run(t, "test the connection", chromedp.Click(chromedp.CSS("[data-action=test-model]")))
+	b.Run(t, "test the connection", click(chromedp.CSS("[data-action=test-model]")))
 	waitFor(t, b, "the model answered", `document.querySelector('.test-result').innerText.includes('The model answered in') && document.querySelector('.test-result').innerText.includes('OK')`)
 	shot(t, b, "model")
 
 	// A provider without a model name is refused next to the Model field.
-	b.Run(t, "empty the model name", clearField("[name=model]"), chromedp.Click(chromedp.CSS("[data-action=save-model]")))
+	b.Run(t, "empty the model name", clearField("[name=model]"), click(chromedp.CSS("[data-action=save-model]")))
 	waitFor(t, b, "the refusal next to Model", `document.querySelector('[name=model]').getAttribute('aria-invalid') === 'true'`)
 	mustContain(t, "refusal", errorsNextTo(t, b, "[name=model]"), "the model name is required")
 	shot(t, b, "model-refusal")
-	b.Run(t, "a new model name", chromedp.SendKeys(chromedp.CSS("[name=model]"), "m2"), chromedp.Click(chromedp.CSS("[data-action=save-model]")))
+	b.Run(t, "a new model name", chromedp.SendKeys(chromedp.CSS("[name=model]"), "m2"), click(chromedp.CSS("[data-action=save-model]")))
 	waitFor(t, b, "saved", `document.querySelector('#tabpanel').innerText.includes('Saved here, on top of pixie.yaml')`)
 	var view struct {
 		Model struct {
@@ -52,26 +52,26 @@ func TestPixieSettings(t *testing.T) {
 	if view.Model.Model != "m2" || view.Model.Fields["model"].Source != "settings" || view.Model.Fields["provider"].Source != "file" {
 		t.Fatalf("settings after save: %+v", view.Model)
 	}
-	b.Run(t, "use pixie.yaml again", chromedp.Click(`//button[text()="Use pixie.yaml again"]`))
+	b.Run(t, "use pixie.yaml again", click(`//button[text()="Use pixie.yaml again"]`))
 	waitFor(t, b, "the file again", `document.querySelector('[name=model]').value === 'm' && document.querySelector('#tabpanel').innerText.includes('pixie.yaml and the environment')`)
 
 	// The decision engine.
 	open(t, b, "#/settings?tab=engine", "[name=jev-key]")
 	mustContain(t, "engine", textOf(t, b, "#tabpanel"), "LLM", "in use", "No judge model is set: the Pixie model answers.", "The built-in prompt is in use.", "not set")
-	b.Run(t, "a bad Jev timeout", clearField("[name=jevTimeout]"), chromedp.SendKeys(chromedp.CSS("[name=jevTimeout]"), "soon"), chromedp.Click(chromedp.CSS("[data-action=save-engine]")))
+	b.Run(t, "a bad Jev timeout", clearField("[name=jevTimeout]"), chromedp.SendKeys(chromedp.CSS("[name=jevTimeout]"), "soon"), click(chromedp.CSS("[data-action=save-engine]")))
 	waitFor(t, b, "the refusal next to the timeout", `document.querySelector('[name=jevTimeout]').getAttribute('aria-invalid') === 'true'`)
 	b.Run(t, "choose Jev", clearField("[name=jevTimeout]"), chromedp.SendKeys(chromedp.CSS("[name=jevTimeout]"), "20s"),
-		chromedp.Click(chromedp.CSS(`[data-engine="jev"] input[type=radio]`)), chromedp.Click(chromedp.CSS("[data-action=save-engine]")))
+		click(chromedp.CSS(`[data-engine="jev"] input[type=radio]`)), click(chromedp.CSS("[data-action=save-engine]")))
 	waitFor(t, b, "Jev in use", `document.querySelector('[data-engine="jev"]').innerText.includes('in use')`)
 	adminAPI(t, p, "GET", "/v1/settings", nil, &view)
 	if view.Judge.Engine != "jev" {
 		t.Fatalf("engine %q", view.Judge.Engine)
 	}
 
-	b.Run(t, "save without a key", chromedp.Click(chromedp.CSS("[data-action=save-key]")))
+	b.Run(t, "save without a key", click(chromedp.CSS("[data-action=save-key]")))
 	waitFor(t, b, "the refusal next to the key", `document.querySelector('.jev-key .field-error') && document.querySelector('.jev-key .field-error').textContent.includes('Paste the key first')`)
 	const key = "ts-e2e-secret-key-0123456789"
-	b.Run(t, "paste and save the key", chromedp.SendKeys(chromedp.CSS("[name=jev-key]"), key), chromedp.Click(chromedp.CSS("[data-action=save-key]")))
+	b.Run(t, "paste and save the key", chromedp.SendKeys(chromedp.CSS("[name=jev-key]"), key), click(chromedp.CSS("[data-action=save-key]")))
 	waitFor(t, b, "the key saved", `document.querySelector('[data-key-source="credentials"]')`)
 	if Eval[bool](t, b, `document.body.innerHTML.includes(`+jsq(key)+`) || [...document.querySelectorAll('input')].some((i) => i.value.includes(`+jsq(key)+`))`) {
 		t.Fatal("the Jev key is shown after saving")
@@ -85,7 +85,7 @@ func TestPixieSettings(t *testing.T) {
 		t.Fatalf("key status %+v", st)
 	}
 	shot(t, b, "engine")
-	b.Run(t, "remove the key", chromedp.Click(`//button[text()="Remove key"]`))
+	b.Run(t, "remove the key", click(`//button[text()="Remove key"]`))
 	waitFor(t, b, "the key removed", `!document.querySelector('[data-key-source]') && document.querySelector('.jev-key').innerText.includes('not set')`)
 	adminAPI(t, p, "GET", "/v1/judge/key", nil, &st)
 	if st.Configured {
