@@ -23,9 +23,14 @@ import (
 // compilation (one validation, one module of the executor) gets its own cache, closed with it;
 // all of them use the same directory, so what one compiled is read from disk by the next.
 type engine struct {
-	cfg   Config
-	rc    wazero.RuntimeConfig
-	funcs []extism.HostFunction
+	cfg Config
+	// rc compiles instrumented modules, which interrupt themselves (interrupt.go); rcChecked
+	// compiles the others with wazero's slower check at every loop (CloseOnContextDone).
+	rc, rcChecked wazero.RuntimeConfig
+	// instrument is false when the guest module of an extism plug-in cannot be reached (see
+	// guestModule): every module is then compiled with wazero's check.
+	instrument bool
+	funcs      []extism.HostFunction
 }
 
 func newEngine(cfg Config) (*engine, error) {
@@ -38,10 +43,29 @@ func newEngine(cfg Config) (*engine, error) {
 		}
 		_ = c.Close(context.Background())
 	}
-	rc := wazero.NewRuntimeConfig().
-		WithCloseOnContextDone(true).
-		WithMemoryLimitPages(cfg.MemoryPages)
-	return &engine{cfg: cfg, rc: rc, funcs: extismFuncs()}, nil
+	rc := wazero.NewRuntimeConfig().WithMemoryLimitPages(cfg.MemoryPages)
+	return &engine{cfg: cfg, rc: rc, rcChecked: rc.WithCloseOnContextDone(true), instrument: canReachGuest(),
+		funcs: extismFuncs()}, nil
+}
+
+// prepared is a module as the engine compiles it.
+type prepared struct {
+	wasm []byte
+	rc   wazero.RuntimeConfig
+	// interruptible: the module carries the interrupt global (interrupt.go).
+	interruptible bool
+	loops         int
+}
+
+// prepare instruments wasm so that it can be interrupted cheaply, or, when it cannot be
+// instrumented, keeps it as it is and selects wazero's check.
+func (e *engine) prepare(wasm []byte) prepared {
+	if e.instrument {
+		if out, loops, err := instrument(wasm); err == nil {
+			return prepared{wasm: out, rc: e.rc, interruptible: true, loops: loops}
+		}
+	}
+	return prepared{wasm: wasm, rc: e.rcChecked}
 }
 
 // newCache returns a compilation cache for one compilation: in memory, and on disk in
@@ -57,11 +81,12 @@ func (e *engine) newCache() (wazero.CompilationCache, error) {
 	return c, nil
 }
 
-// compile compiles wasm into a plug-in with WASI and the host functions, through cache.
-func (e *engine) compile(ctx context.Context, cache wazero.CompilationCache, wasm []byte) (*extism.CompiledPlugin, error) {
+// compile compiles a prepared module into a plug-in with WASI and the host functions, through
+// cache.
+func (e *engine) compile(ctx context.Context, cache wazero.CompilationCache, p prepared) (*extism.CompiledPlugin, error) {
 	return extism.NewCompiledPlugin(ctx,
-		extism.Manifest{Wasm: []extism.Wasm{extism.WasmData{Data: wasm}}},
-		extism.PluginConfig{RuntimeConfig: e.rc.WithCompilationCache(cache), EnableWasi: true},
+		extism.Manifest{Wasm: []extism.Wasm{extism.WasmData{Data: p.wasm}}},
+		extism.PluginConfig{RuntimeConfig: p.rc.WithCompilationCache(cache), EnableWasi: true},
 		e.funcs)
 }
 

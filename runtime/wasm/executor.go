@@ -15,6 +15,7 @@ import (
 
 	extism "github.com/extism/go-sdk"
 	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/pixie-dev/pixie/hostfuncs"
@@ -181,7 +182,7 @@ func (x *Executor) Run(ctx context.Context, req runtime.Request) (runtime.Result
 	}
 	run := hostfuncs.NewRun(helper, req.PetContext, hostfuncs.Limits{MaxHostCalls: x.e.cfg.MaxHostCalls})
 	inst.p.Config = maps.Clone(req.Vars)
-	rc, out, callErr := inst.p.CallWithContext(hostfuncs.WithRun(ctx, run), entry, []byte(req.Target))
+	rc, out, callErr := inst.call(hostfuncs.WithRun(ctx, run), entry, []byte(req.Target))
 	res := runtime.Result{ExitCode: int(int32(rc)), Stderr: inst.out.String(), Duration: time.Since(start)}
 	if callErr != nil {
 		return x.failed(ctx, inst, res, callErr, timeout)
@@ -207,8 +208,11 @@ func (x *Executor) failed(ctx context.Context, inst *instance, res runtime.Resul
 		}
 		return res, fmt.Errorf("%w: the guest exited with status %d%s", runtime.ErrTrap, exit.ExitCode(), firstLine(res.Stderr))
 	}
-	if ctx.Err() != nil {
-		return res, timeoutOr(ctx, err)
+	if ctx.Err() != nil || inst.interrupted.Load() {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			return res, fmt.Errorf("%w: the run was cancelled: %w", runtime.ErrTimeout, context.Canceled)
+		}
+		return res, fmt.Errorf("%w after %s", runtime.ErrTimeout, timeout)
 	}
 	if msg := inst.p.GetErrorWithContext(context.WithoutCancel(ctx)); msg != "" && msg == err.Error() {
 		if res.ExitCode == abi.ExitContinue || res.ExitCode == abi.ExitSkip || res.ExitCode == abi.ExitConclude {
@@ -347,6 +351,9 @@ type module struct {
 	err   error
 	cp    *extism.CompiledPlugin
 	cache wazero.CompilationCache // this module's: closing it frees the compiled code
+	// interruptible: the module was instrumented and its instances stop through their
+	// interrupt global; otherwise wazero's check closes them (interrupt.go).
+	interruptible bool
 
 	pool  chan *instance
 	trash chan *instance // used instances waiting to be closed
@@ -439,13 +446,14 @@ func (m *module) compile() {
 		m.err = err
 		return
 	}
-	cp, err := m.x.e.compile(ctx, cache, wasm)
+	prep := m.x.e.prepare(wasm)
+	cp, err := m.x.e.compile(ctx, cache, prep)
 	if err != nil {
 		_ = cache.Close(ctx)
 		m.err = fmt.Errorf("%w: module %s does not compile: %v", runtime.ErrTrap, m.sha[:12], err)
 		return
 	}
-	m.cp, m.cache = cp, cache
+	m.cp, m.cache, m.interruptible = cp, cache, prep.interruptible
 	m.x.wg.Add(1)
 	go func() {
 		defer m.x.wg.Done()
@@ -534,6 +542,30 @@ type instance struct {
 	p     *extism.Plugin
 	out   *capBuffer
 	mount *lateMount
+	// interrupt is the instrumented guest's interrupt global; nil for a module compiled with
+	// wazero's check.
+	interrupt api.MutableGlobal
+	// interrupted is set when arm stopped the guest.
+	interrupted atomic.Bool
+}
+
+// arm stops the guest at its next loop iteration once ctx ends, until the returned function
+// is called. Instances without an interrupt global are closed by wazero instead.
+func (i *instance) arm(ctx context.Context) (disarm func() bool) {
+	if i.interrupt == nil {
+		return func() bool { return true }
+	}
+	return context.AfterFunc(ctx, func() {
+		i.interrupted.Store(true)
+		i.interrupt.Set(1)
+	})
+}
+
+// call calls the guest's function entry with input, interruptible through ctx.
+func (i *instance) call(ctx context.Context, entry string, input []byte) (uint32, []byte, error) {
+	disarm := i.arm(ctx)
+	defer disarm()
+	return i.p.CallWithContext(ctx, entry, input)
 }
 
 // newInstance instantiates the module with an unbound mount at MountPath, and pre-initialises
@@ -547,8 +579,14 @@ func (m *module) newInstance(ctx context.Context) (*instance, error) {
 		return nil, fmt.Errorf("%w: instantiate module %s: %v", runtime.ErrTrap, m.sha[:12], err)
 	}
 	inst := &instance{p: p, out: out, mount: mount}
+	if m.interruptible {
+		if inst.interrupt, err = interruptOf(p); err != nil {
+			inst.close()
+			return nil, fmt.Errorf("%w: instantiate module %s: %v", runtime.ErrTrap, m.sha[:12], err)
+		}
+	}
 	if p.FunctionExists(abi.EntryInit) {
-		if _, _, err := p.CallWithContext(ctx, abi.EntryInit, nil); err != nil {
+		if _, _, err := inst.call(ctx, abi.EntryInit, nil); err != nil {
 			inst.close()
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("%w: initialising module %s", runtime.ErrTimeout, m.sha[:12])

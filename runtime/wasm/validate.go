@@ -87,9 +87,12 @@ func (v *Validator) Validate(ctx context.Context, wasm []byte, entry string) (mo
 		return modules.Info{}, err
 	}
 	defer cache.Close(ctx)
-	rt := wazero.NewRuntimeWithConfig(ctx, v.e.rc.WithCompilationCache(cache))
+	// What is compiled, here and in the executor, is the module prepared for interruption
+	// (interrupt.go): the executor then finds this compilation in the cache directory.
+	prep := v.e.prepare(wasm)
+	rt := wazero.NewRuntimeWithConfig(ctx, prep.rc.WithCompilationCache(cache))
 	defer rt.Close(ctx)
-	cm, err := rt.CompileModule(ctx, wasm)
+	cm, err := rt.CompileModule(ctx, prep.wasm)
 	if err != nil {
 		return modules.Info{}, refuse("module does not compile: %v", err)
 	}
@@ -144,7 +147,7 @@ func (v *Validator) Validate(ctx context.Context, wasm []byte, entry string) (mo
 	// Instantiate it once as the executor would (the same cache: no second compilation): this
 	// resolves every import against the real host modules (names and signatures) and checks
 	// the memory limit.
-	cp, err := v.e.compile(ctx, cache, wasm)
+	cp, err := v.e.compile(ctx, cache, prep)
 	if err != nil {
 		return modules.Info{}, refuse("module does not compile: %v", err)
 	}

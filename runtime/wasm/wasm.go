@@ -27,8 +27,11 @@
 //     heap and leaves the copies to the garbage collector: growing populates the new pages, and
 //     closing an instance unmaps its memory at once.
 //   - Limits. Memory is capped at Config.MemoryPages (wazero's memory limit, so a memory bomb
-//     fails to grow and the guest dies); the run's context carries its time limit and wazero's
-//     CloseOnContextDone interrupts a spinning guest; input, output and host calls are capped.
+//     fails to grow and the guest dies); the run's context carries its time limit, and when it
+//     ends the guest stops at its next loop iteration through the interrupt global Pixie adds
+//     to every module it compiles (interrupt.go: cheaper than wazero's CloseOnContextDone,
+//     which made a Go guest's code several times slower); input, output and host calls are
+//     capped.
 //     A trap, a timeout or a guest that exits (a Go panic or out-of-memory exits with status 2)
 //     is an error wrapping runtime.ErrTrap or runtime.ErrTimeout, and the instance is gone.
 //   - Sandbox. WASI without network (extism's http_request is denied: no allowed hosts) and
