@@ -2,9 +2,9 @@ package gate
 
 import (
 	"context"
-	"time"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/pixie-dev/pixie/internal/store"
 )
