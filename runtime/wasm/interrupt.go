@@ -46,20 +46,20 @@ const interruptExport = "pixie:interrupt"
 
 // Section ids of the WebAssembly binary format.
 const (
-	secCustom    = 0
-	secImport    = 2
-	secGlobal    = 6
-	secExport    = 7
-	secCode      = 10
-	secTag       = 13
-	kindGlobal   = 3
-	opUnreachabl = 0x00
-	opIf         = 0x04
-	opEnd        = 0x0B
-	opGlobalGet  = 0x23
-	blockEmpty   = 0x40
-	valI32       = 0x7F
-	opI32Const   = 0x41
+	secCustom     = 0
+	secImport     = 2
+	secGlobal     = 6
+	secExport     = 7
+	secCode       = 10
+	secTag        = 13
+	kindGlobal    = 3
+	opUnreachable = 0x00
+	opIf          = 0x04
+	opEnd         = 0x0B
+	opGlobalGet   = 0x23
+	blockEmpty    = 0x40
+	valI32        = 0x7F
+	opI32Const    = 0x41
 )
 
 // sectionRank is the position of each known non-custom section in the required order (tags,
@@ -256,7 +256,7 @@ func instrumentCode(payload []byte, global uint32) ([]byte, int, error) {
 		return nil, 0, err
 	}
 	check := appendU32([]byte{opGlobalGet}, global)
-	check = append(check, opIf, blockEmpty, opUnreachabl, opEnd)
+	check = append(check, opIf, blockEmpty, opUnreachable, opEnd)
 	out := appendU32(make([]byte, 0, len(payload)+len(payload)/16), n)
 	loops := 0
 	var body []byte
