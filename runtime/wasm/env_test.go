@@ -3,7 +3,6 @@ package wasm
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -186,5 +185,3 @@ func (h *helper) Log(level, message string) {
 	defer h.mu.Unlock()
 	h.logs = append(h.logs, level+": "+message)
 }
-
-func isErr(err, target error) bool { return errors.Is(err, target) }
