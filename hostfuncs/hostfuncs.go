@@ -1,15 +1,15 @@
 // Package hostfuncs owns the host functions that Pixie's WASM guests import from
-// abi.Namespace ("extism:host/user"): pixie_ask, pixie_judge, pixie_log and pet_context. It
-// decodes and encodes guest memory, enforces the per-run limits that belong to the boundary
+// abi.Namespace ("extism:host/user"): pixie_ask, pixie_judge, pixie_log, pet_context and
+// pixie_context. It decodes and encodes guest memory, enforces the per-run limits that belong to the boundary
 // (request size before decoding, log lines, a total host-call cap), and turns a Helper's errors
 // into the abi.Error codes the HTTP helper uses, so a guest sees exactly what a bash script
 // sees. The ABI is written down in docs/abi.md.
 //
 // The package is engine-neutral: a host function is a Func working on a Memory, and the engine
 // (runtime/wasm) adapts each Func to its own host-function type; extism's *CurrentPlugin
-// satisfies Memory as it is. Per-run state (the run's Helper, its counters, the Pet context)
-// travels in the call's context (WithRun), because host functions are defined once per
-// compiled module and shared by every instance.
+// satisfies Memory as it is. Per-run state (the run's Helper, its counters, the Pet context,
+// the target and variables for pixie_context) travels in the call's context (WithRun), because
+// host functions are defined once per compiled module and shared by every instance.
 package hostfuncs
 
 import (
@@ -50,7 +50,7 @@ type Memory interface {
 // Limits are the boundary's per-run limits. The zero value means the defaults.
 type Limits struct {
 	// MaxHostCalls caps every pixie_* host call of one run together (ask, judge, log,
-	// pet_context): defence in depth behind the Helper's budget. The call past it traps the
+	// pet_context, pixie_context): defence in depth behind the Helper's budget. The call past it traps the
 	// guest. Zero means DefaultMaxHostCalls.
 	MaxHostCalls int
 	// MaxRequest is the largest ask/judge request, in bytes, checked against the memory block's
@@ -98,6 +98,12 @@ type Run struct {
 	petContext []byte
 	lim        Limits
 
+	// The run's context for pixie_context (SetContext); unset, pixie_context answers an
+	// empty one.
+	target     string
+	vars       map[string]string
+	contextSet bool
+
 	mu       sync.Mutex
 	calls    int
 	logLines int
@@ -109,6 +115,15 @@ type Run struct {
 // gate runs).
 func NewRun(helper Helper, petContext []byte, lim Limits) *Run {
 	return &Run{helper: helper, petContext: petContext, lim: lim.withDefaults()}
+}
+
+// SetContext sets what pixie_context answers in this run: the gate target (the plug-in's
+// input) and the run's variables (the same map the engine passes as Extism config). vars is
+// read when the guest asks, not copied: the caller must not change it during the run.
+func (r *Run) SetContext(target string, vars map[string]string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.target, r.vars, r.contextSet = target, vars, true
 }
 
 // Calls returns how many host calls the run made so far.
@@ -162,6 +177,7 @@ func Funcs() []Func {
 		{Name: abi.FnJudge, Params: 1, Results: 1, Call: judgeFunc},
 		{Name: abi.FnLog, Params: 1, Results: 0, Call: logFunc},
 		{Name: abi.FnPetContext, Params: 0, Results: 1, Call: petContextFunc},
+		{Name: abi.FnContext, Params: 0, Results: 1, Call: contextFunc},
 	}
 }
 
@@ -238,7 +254,7 @@ func (r *Run) serve(ctx context.Context, mem Memory, fn string, off uint64, do f
 		res.Ok, res.Error = nil, &abi.Error{Code: string(errs.Internal), Message: "encode answer"}
 	}
 	b, _ := json.Marshal(res)
-	out, werr := mem.WriteBytes(b)
+	out, werr := mem.WriteBytes(abi.PadJSON(b))
 	if werr != nil {
 		panic(fmt.Errorf("%s: write result: %w", fn, werr))
 	}
@@ -291,9 +307,41 @@ func petContextFunc(ctx context.Context, mem Memory, stack []uint64) {
 		stack[0] = 0
 		return
 	}
-	off, err := mem.WriteBytes(r.petContext)
+	off, err := mem.WriteBytes(abi.PadJSON(r.petContext))
 	if err != nil {
 		panic(fmt.Errorf("%s: write result: %w", abi.FnPetContext, err))
+	}
+	stack[0] = off
+}
+
+// emptyContext is pixie_context's answer outside a run, or in a run without SetContext (an
+// instance being pre-initialised through abi.EntryInit), so that a guest can warm its path.
+var emptyContext = func() []byte {
+	b, err := abi.EncodeContext("", nil)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}()
+
+// contextFunc answers pixie_context: the run's context block (abi.EncodeContext), encoded
+// when asked, so that a run whose guest does not ask pays nothing.
+func contextFunc(ctx context.Context, mem Memory, stack []uint64) {
+	r := runFrom(ctx)
+	r.enter(abi.FnContext)
+	r.mu.Lock()
+	target, vars, set := r.target, r.vars, r.contextSet
+	r.mu.Unlock()
+	b := emptyContext
+	if set {
+		var err error
+		if b, err = abi.EncodeContext(target, vars); err != nil {
+			panic(fmt.Errorf("%s: %w", abi.FnContext, err))
+		}
+	}
+	off, err := mem.WriteBytes(b)
+	if err != nil {
+		panic(fmt.Errorf("%s: write result: %w", abi.FnContext, err))
 	}
 	stack[0] = off
 }

@@ -61,6 +61,9 @@ func call(t *testing.T, ctx context.Context, name string, req []byte) abi.HostRe
 			f.Call(ctx, m, stack)
 		}
 	}
+	if n := len(m.blocks[stack[0]]); n%8 != 0 {
+		t.Fatalf("the result block is %d bytes, not padded to 8", n)
+	}
 	var res abi.HostResult
 	if err := json.Unmarshal(m.blocks[stack[0]], &res); err != nil {
 		t.Fatalf("result %q: %v", m.blocks[stack[0]], err)
@@ -165,12 +168,92 @@ func TestPetContext(t *testing.T) {
 	m := &memory{}
 	stack := []uint64{0}
 	petContextFunc(WithRun(context.Background(), NewRun(nil, []byte(`{"a":1}`), Limits{})), m, stack)
-	if string(m.blocks[stack[0]]) != `{"a":1}` {
+	if string(m.blocks[stack[0]]) != `{"a":1} ` { // padded with a space to 8 bytes
 		t.Fatalf("%q", m.blocks[stack[0]])
 	}
 	petContextFunc(context.Background(), m, stack)
 	if stack[0] != 0 {
 		t.Fatal("a gate run got a pet context")
+	}
+}
+
+func TestContext(t *testing.T) {
+	decode := func(t *testing.T, ctx context.Context) (string, map[string]string) {
+		t.Helper()
+		m := &memory{}
+		stack := []uint64{0}
+		contextFunc(ctx, m, stack)
+		b, ok := m.blocks[stack[0]]
+		if !ok {
+			t.Fatalf("no block at %d", stack[0])
+		}
+		target, vars, err := abi.DecodeContext(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return target, vars
+	}
+	vars := map[string]string{abi.VarPoint: abi.PointToolBefore, abi.VarToolName: "Bash", "OTHER": "x"}
+	tests := []struct {
+		name   string
+		run    func() *Run
+		target string
+		vars   map[string]string
+	}{
+		{"set", func() *Run { r := NewRun(nil, nil, Limits{}); r.SetContext("rm -rf /", vars); return r }, "rm -rf /", vars},
+		{"set empty", func() *Run { r := NewRun(nil, nil, Limits{}); r.SetContext("", nil); return r }, "", nil},
+		{"not set (pre-initialisation)", func() *Run { return NewRun(nil, nil, Limits{}) }, "", nil},
+		{"no run", nil, "", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			if tc.run != nil {
+				ctx = WithRun(ctx, tc.run())
+			}
+			target, got := decode(t, ctx)
+			if target != tc.target || fmt.Sprint(got) != fmt.Sprint(tc.vars) {
+				t.Fatalf("got %q %v", target, got)
+			}
+		})
+	}
+	t.Run("counts as a host call", func(t *testing.T) {
+		run := NewRun(nil, nil, Limits{MaxHostCalls: 2})
+		run.SetContext("t", nil)
+		ctx := WithRun(context.Background(), run)
+		decode(t, ctx)
+		decode(t, ctx)
+		defer func() {
+			if r, _ := recover().(error); !errors.Is(r, ErrHostCallLimit) || !strings.Contains(r.Error(), abi.FnContext) || run.Calls() != 3 {
+				t.Fatalf("the 3rd call did not trap: %v (%d calls)", r, run.Calls())
+			}
+		}()
+		decode(t, ctx)
+	})
+	t.Run("write failure traps", func(t *testing.T) {
+		defer func() {
+			if r, _ := recover().(error); r == nil || !strings.Contains(r.Error(), "pixie_context: write result") {
+				t.Fatalf("recovered %v", r)
+			}
+		}()
+		contextFunc(context.Background(), failingMemory{&memory{}}, []uint64{0})
+	})
+}
+
+// failingMemory cannot allocate.
+type failingMemory struct{ *memory }
+
+func (failingMemory) WriteBytes([]byte) (uint64, error) { return 0, errors.New("out of memory") }
+
+func TestNames(t *testing.T) {
+	want := []string{abi.FnAsk, abi.FnJudge, abi.FnLog, abi.FnPetContext, abi.FnContext}
+	if fmt.Sprint(Names()) != fmt.Sprint(want) {
+		t.Fatalf("%v", Names())
+	}
+	for _, f := range Funcs() {
+		if f.Name == abi.FnContext && (f.Params != 0 || f.Results != 1) {
+			t.Fatalf("%s: %d params, %d results", f.Name, f.Params, f.Results)
+		}
 	}
 }
 

@@ -36,6 +36,8 @@
 // contract (0, 10, 11, or 1 for an error) and sets the output, so a rule ends with
 // `return sdk.Skip()` and the like.
 //
-// Inside a WASM host the functions talk to Pixie through go-pdk and the pixie_* host functions.
+// Inside a WASM host the functions talk to Pixie through go-pdk and the pixie_* host functions:
+// the target and the variables come in one pixie_context block, fetched on first use, so that a
+// run makes as few of Extism's costly kernel calls as possible (docs/abi.md, "Cost").
 // On any other platform they talk to the Fake that is running the rule, and panic when none is.
 package sdk

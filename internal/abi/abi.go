@@ -1,7 +1,7 @@
 // Package abi is the vocabulary shared by every side of a rule run: the host-function namespace
 // and names that WASM guests import, the run contract's exit codes and variable names, and the
 // wire structs that cross the guest boundary and the helper routes (gate output, ask, judge,
-// log, errors). It imports only the standard library, so the guest SDK (sdk/), the host
+// log, errors), and the binary context block of pixie_context (context.go). It imports only the standard library, so the guest SDK (sdk/), the host
 // functions (hostfuncs/), the decision engine (internal/judge) and the server all use the same
 // definitions. The ABI is documented for guest authors in docs/abi.md.
 package abi
@@ -17,6 +17,9 @@ const (
 	FnJudge      = "pixie_judge" // input: JudgeRequest JSON; output: JudgeResponse JSON
 	FnLog        = "pixie_log"   // input: LogRequest JSON; output: nothing
 	FnPetContext = "pet_context" // input: nothing; output: the invocation's snapshot JSON (Pet skills)
+	// FnContext takes nothing and returns the run's context block: the gate target and the
+	// run's variables in the binary encoding of EncodeContext (see context.go).
+	FnContext = "pixie_context"
 )
 
 // Guest entry points.
