@@ -260,16 +260,17 @@ func TestLimits(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	// echo makes one pet_context call plus LOGS pixie_log calls.
+	// echo makes one pixie_context call (the SDK reading the run's context), one pet_context
+	// call and LOGS pixie_log calls.
 	t.Run("host calls at the limit", func(t *testing.T) {
 		h := &helper{}
-		echoRun(t, small, runtime.Request{Vars: map[string]string{"LOGS": "4"}, Helper: h})
-		if len(h.logs) != 4 || h.logs[3] != "info: line 4" {
+		echoRun(t, small, runtime.Request{Vars: map[string]string{"LOGS": "3"}, Helper: h})
+		if len(h.logs) != 3 || h.logs[2] != "info: line 3" {
 			t.Fatalf("logs %q", h.logs)
 		}
 	})
 	t.Run("host calls over the limit", func(t *testing.T) {
-		_, err := small.run(t, runtime.Request{Ref: "echo", Vars: map[string]string{"LOGS": "5"}, Helper: &helper{}})
+		_, err := small.run(t, runtime.Request{Ref: "echo", Vars: map[string]string{"LOGS": "4"}, Helper: &helper{}})
 		if !errors.Is(err, runtime.ErrTrap) || !strings.Contains(err.Error(), "host call limit") {
 			t.Fatal(err)
 		}

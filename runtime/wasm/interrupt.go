@@ -22,29 +22,54 @@ import (
 // fast.
 //
 // Pixie compiles each module with a cheaper check of its own instead, the way wasmtime's epoch
-// interruption works: instrument adds one mutable i32 global to the module, exported as
-// interruptExport, and inserts at the start of every loop body
+// interruption and fuel work: instrument adds two mutable i32 globals, a fuel counter and the
+// interrupt flag (exported as interruptExport), and inserts at the start of every loop body
 //
-//	global.get $interrupt
-//	if
-//	  unreachable
+//	global.get $fuel
+//	i32.eqz
+//	if                      ;; once every fuelPerCheck iterations:
+//	  global.get $interrupt
+//	  if
+//	    unreachable         ;; the run's context ended: trap
+//	  end
+//	  i32.const 0
+//	  memory.grow 0         ;; a call into Go (see below)
+//	  drop
+//	  i32.const fuelPerCheck
+//	  global.set $fuel
 //	end
+//	global.get $fuel
+//	i32.const 1
+//	i32.sub
+//	global.set $fuel
 //
-// a load and a branch that is never taken. The executor sets the global from another goroutine
-// when the run's context ends (runtime/wasm: instance.arm); the guest's next loop iteration
-// then traps, and the executor reports the trap as the timeout. Code without a loop cannot
-// run for long: it ends, or calls deeper until the stack is exhausted, which traps.
+// a few loads, a store and a branch that is rarely taken. The executor sets the interrupt
+// global from another goroutine when the run's context ends (instance.arm); the guest traps at
+// most fuelPerCheck iterations later, and the executor reports the trap as the timeout.
+//
+// The periodic memory.grow by zero pages is there for the Go scheduler: wazero runs a grow in
+// Go, and Go code is where a goroutine can be stopped. Machine code compiled from wasm cannot
+// be preempted, and the garbage collector's stop-the-world waits for every goroutine; a guest
+// spinning with no call into Go would hold the whole process in that wait, including the
+// goroutine that is about to set its interrupt flag: a deadlock (observed before the grow was
+// added). With it, a spinning guest lets the world stop every fuelPerCheck iterations (tens of
+// microseconds). Code without a loop cannot run for long: it ends, or calls deeper until the
+// stack is exhausted, which traps.
 //
 // The rewrite is a single pass over the binary: sections are copied as they are, except the
-// global and export sections (one entry more, created when absent) and the code section,
-// whose instructions are decoded only as far as needed to find every loop. A module that uses
-// an instruction the decoder does not know is not instrumented; it is compiled with wazero's
-// check instead (engine.prepare), so it still runs and can still be interrupted, just slower.
+// global and export sections (entries added, the sections created when absent) and the code
+// section, whose instructions are decoded only as far as needed to find every loop. A module
+// that uses an instruction the decoder does not know, or has no memory to grow, is not
+// instrumented; it is compiled with wazero's check instead (engine.prepare), so it still runs
+// and can still be interrupted, just slower.
+
+// fuelPerCheck is how many loop iterations run between two checks of the interrupt flag.
+const fuelPerCheck = 1 << 16
 
 // interruptExport is the name under which an instrumented module exports its interrupt global.
 const interruptExport = "pixie:interrupt"
 
-// Section ids of the WebAssembly binary format.
+// Section ids, import kinds and opcodes of the WebAssembly binary format.
 const (
 	secCustom     = 0
 	secImport     = 2
@@ -57,6 +82,13 @@ const (
 	opIf          = 0x04
 	opEnd         = 0x0B
 	opGlobalGet   = 0x23
+	opGlobalSet   = 0x24
+	opDrop        = 0x1A
+	opI32Eqz      = 0x45
+	opI32Sub      = 0x6B
+	opMemGrow     = 0x40
+	kindMemory    = 2
+	secMemory     = 5
 	blockEmpty    = 0x40
 	valI32        = 0x7F
 	opI32Const    = 0x41
@@ -79,18 +111,18 @@ func instrument(wasm []byte) ([]byte, int, error) {
 	r := &reader{b: wasm, off: 8}
 
 	importedGlobals, definedGlobals := uint32(0), uint32(0)
-	haveGlobal, haveExport := false, false
+	haveGlobal, haveExport, haveMemory := false, false, false
 	loops := 0
 	globalIndex := func() uint32 { return importedGlobals + definedGlobals }
 	// insertMissing adds the global and export sections before the first section that must
 	// follow them, when the module has none.
 	insertMissing := func(rank int) {
 		if !haveGlobal && rank > sectionRank[secGlobal] {
-			out = appendSection(out, secGlobal, appendNewGlobal(appendU32(nil, 1)))
+			out = appendSection(out, secGlobal, appendNewGlobals(appendU32(nil, 2)))
 			haveGlobal = true
 		}
 		if !haveExport && rank > sectionRank[secExport] {
-			out = appendSection(out, secExport, appendNewExport(appendU32(nil, 1), globalIndex()))
+			out = appendSection(out, secExport, appendNewExport(appendU32(nil, 1), globalIndex()+1))
 			haveExport = true
 		}
 	}
@@ -116,11 +148,19 @@ func instrument(wasm []byte) ([]byte, int, error) {
 		}
 		switch id {
 		case secImport:
-			n, err := countImportedGlobals(payload)
+			n, mems, err := countImports(payload)
 			if err != nil {
 				return nil, 0, err
 			}
 			importedGlobals = n
+			haveMemory = haveMemory || mems > 0
+			out = appendSection(out, id, payload)
+		case secMemory:
+			n, err := (&reader{b: payload}).u32()
+			if err != nil {
+				return nil, 0, err
+			}
+			haveMemory = haveMemory || n > 0
 			out = appendSection(out, id, payload)
 		case secGlobal:
 			pr := &reader{b: payload}
@@ -129,18 +169,21 @@ func instrument(wasm []byte) ([]byte, int, error) {
 				return nil, 0, err
 			}
 			definedGlobals = n
-			body := appendU32(nil, n+1)
+			body := appendU32(nil, n+2)
 			body = append(body, payload[pr.off:]...)
-			out = appendSection(out, id, appendNewGlobal(body))
+			out = appendSection(out, id, appendNewGlobals(body))
 			haveGlobal = true
 		case secExport:
-			body, err := addExport(payload, globalIndex())
+			body, err := addExport(payload, globalIndex()+1)
 			if err != nil {
 				return nil, 0, err
 			}
 			out = appendSection(out, id, body)
 			haveExport = true
 		case secCode:
+			if !haveMemory {
+				return nil, 0, fmt.Errorf("%w: it has no memory (the check grows memory 0 by zero pages)", errNotInstrumentable)
+			}
 			body, n, err := instrumentCode(payload, globalIndex())
 			if err != nil {
 				return nil, 0, err
@@ -155,8 +198,12 @@ func instrument(wasm []byte) ([]byte, int, error) {
 	return out, loops, nil
 }
 
-// appendNewGlobal appends the interrupt global, (mut i32) initialised to 0.
-func appendNewGlobal(b []byte) []byte {
+// appendNewGlobals appends the fuel global, (mut i32) initialised to fuelPerCheck, and the
+// interrupt global, (mut i32) initialised to 0.
+func appendNewGlobals(b []byte) []byte {
+	b = append(b, valI32, 0x01, opI32Const)
+	b = appendS32(b, fuelPerCheck)
+	b = append(b, opEnd)
 	return append(b, valI32, 0x01, opI32Const, 0x00, opEnd)
 }
 
@@ -200,24 +247,24 @@ func addExport(payload []byte, idx uint32) ([]byte, error) {
 	return appendNewExport(body, idx), nil
 }
 
-// countImportedGlobals counts the global imports, which come first in the global index space.
-func countImportedGlobals(payload []byte) (uint32, error) {
+// countImports counts the global imports, which come first in the global index space, and the
+// memory imports.
+func countImports(payload []byte) (globals, memories uint32, err error) {
 	r := &reader{b: payload}
 	n, err := r.u32()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	globals := uint32(0)
 	for range n {
 		if _, err := r.name(); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		if _, err := r.name(); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		kind, err := r.byte()
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		switch kind {
 		case 0: // function: type index
@@ -226,7 +273,8 @@ func countImportedGlobals(payload []byte) (uint32, error) {
 			if _, err = r.byte(); err == nil {
 				err = r.limits()
 			}
-		case 2: // memory: limits
+		case kindMemory: // memory: limits
+			memories++
 			err = r.limits()
 		case kindGlobal: // value type, mutability
 			globals++
@@ -241,22 +289,21 @@ func countImportedGlobals(payload []byte) (uint32, error) {
 			err = fmt.Errorf("%w: unknown import kind %d", errNotInstrumentable, kind)
 		}
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	}
-	return globals, nil
+	return globals, memories, nil
 }
 
 // instrumentCode rewrites the code section: every function body with the check after each loop
-// header.
-func instrumentCode(payload []byte, global uint32) ([]byte, int, error) {
+// header. fuel is the index of the fuel global; the interrupt global follows it.
+func instrumentCode(payload []byte, fuel uint32) ([]byte, int, error) {
 	r := &reader{b: payload}
 	n, err := r.u32()
 	if err != nil {
 		return nil, 0, err
 	}
-	check := appendU32([]byte{opGlobalGet}, global)
-	check = append(check, opIf, blockEmpty, opUnreachable, opEnd)
+	check := loopCheck(fuel)
 	out := appendU32(make([]byte, 0, len(payload)+len(payload)/16), n)
 	loops := 0
 	var body []byte
@@ -280,6 +327,23 @@ func instrumentCode(payload []byte, global uint32) ([]byte, int, error) {
 		return nil, 0, fmt.Errorf("%w: trailing bytes in the code section", errNotInstrumentable)
 	}
 	return out, loops, nil
+}
+
+// loopCheck is the code inserted at the start of every loop body (see the top of this file).
+func loopCheck(fuel uint32) []byte {
+	get := func(b []byte, idx uint32) []byte { return appendU32(append(b, opGlobalGet), idx) }
+	set := func(b []byte, idx uint32) []byte { return appendU32(append(b, opGlobalSet), idx) }
+	b := get(nil, fuel)
+	b = append(b, opI32Eqz, opIf, blockEmpty)
+	b = get(b, fuel+1)
+	b = append(b, opIf, blockEmpty, opUnreachable, opEnd)
+	b = append(b, opI32Const, 0x00, opMemGrow, 0x00, opDrop)
+	b = appendS32(append(b, opI32Const), fuelPerCheck)
+	b = set(b, fuel)
+	b = append(b, opEnd)
+	b = get(b, fuel)
+	b = append(b, opI32Const, 0x01, opI32Sub)
+	return set(b, fuel)
 }
 
 // instrumentBody appends fn (one function body: locals, then instructions) to out with check
@@ -593,6 +657,18 @@ func appendU32(b []byte, v uint32) []byte {
 			continue
 		}
 		return append(b, c)
+	}
+}
+
+// appendS32 appends v as a signed LEB128.
+func appendS32(b []byte, v int32) []byte {
+	for {
+		c := byte(v & 0x7F)
+		v >>= 7
+		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
+			return append(b, c)
+		}
+		b = append(b, c|0x80)
 	}
 }
 

@@ -3,6 +3,7 @@ package wasm
 import (
 	"context"
 	"errors"
+	goruntime "runtime"
 	"strings"
 	"testing"
 	"time"
@@ -51,6 +52,8 @@ func body(code ...byte) []byte {
 }
 
 var (
+	// one memory of at least one page (the check grows memory 0 by zero pages)
+	memorySection = section(5, vec([]byte{0x00, 0x01})...)
 	// types: 0 = () -> (), 1 = () -> i32, 2 = (i32) -> (i32)
 	typeSection = section(1, vec([]byte{0x60, 0x00, 0x00}, []byte{0x60, 0x00, 0x01, 0x7F}, []byte{0x60, 0x01, 0x7F, 0x01, 0x7F})...)
 	// spin: loop br 0 end, forever.
@@ -79,7 +82,7 @@ func spinModule(importGlobal bool, exportName string) []byte {
 	if importGlobal {
 		secs = append(secs, section(2, vec(cat(str("env"), str("g"), []byte{kindGlobal, 0x7F, 0x00}))...))
 	}
-	secs = append(secs, section(3, vec([]byte{0x00}, []byte{0x02})...))
+	secs = append(secs, section(3, vec([]byte{0x00}, []byte{0x02})...), memorySection)
 	exports := [][]byte{cat(str("spin"), []byte{0x00, 0x00}), cat(str("count"), []byte{0x00, 0x01})}
 	if exportName != "" {
 		exports = append(exports, cat(str(exportName), []byte{0x00, 0x00}))
@@ -100,8 +103,8 @@ func TestInstrument(t *testing.T) {
 	}{
 		{name: "no global section", wasm: spinModule(false, ""), loops: 2},
 		{name: "an imported global shifts the index", wasm: spinModule(true, ""), loops: 2, importGlobal: true},
-		{name: "no export section", wasm: wasmModule(typeSection, section(3, vec([]byte{0x00})...), section(10, vec(spinBody)...)), loops: 1},
-		{name: "an existing global section", wasm: wasmModule(typeSection, section(3, vec([]byte{0x00})...),
+		{name: "no export section", wasm: wasmModule(typeSection, section(3, vec([]byte{0x00})...), memorySection, section(10, vec(spinBody)...)), loops: 1},
+		{name: "an existing global section", wasm: wasmModule(typeSection, section(3, vec([]byte{0x00})...), memorySection,
 			section(6, vec([]byte{0x7E, 0x00, 0x42, 0x05, 0x0B})...), section(7, vec(cat(str("spin"), []byte{0x00, 0x00}))...),
 			section(10, vec(spinBody)...)), loops: 1},
 	}
@@ -154,6 +157,24 @@ func TestInstrument(t *testing.T) {
 				t.Fatalf("spin returned before the interrupt: %v", err)
 			case <-time.After(50 * time.Millisecond):
 			}
+			// The garbage collector can stop the world while the guest spins: machine code
+			// cannot be preempted, but the check's periodic call into Go can. (Without it this
+			// deadlocks: the timeout below cannot fire either, and go test's -timeout ends it.)
+			gc := make(chan struct{})
+			go func() {
+				goruntime.GC()
+				close(gc)
+			}()
+			select {
+			case <-gc:
+			case <-time.After(20 * time.Second):
+				t.Fatal("a garbage collection could not stop the world while the guest spins")
+			}
+			select {
+			case err := <-done:
+				t.Fatalf("spin returned before the interrupt: %v", err)
+			default:
+			}
 			g.Set(1)
 			select {
 			case err := <-done:
@@ -177,10 +198,11 @@ func TestInstrumentRefuses(t *testing.T) {
 		{name: "not wasm", wasm: []byte("hello world"), want: "not a WebAssembly 1.0 binary"},
 		{name: "truncated", wasm: good[:len(good)-3], want: "truncated"},
 		{name: "already exports the name", wasm: spinModule(false, interruptExport), want: "already exports"},
-		{name: "an unknown instruction", wasm: wasmModule(typeSection, section(3, vec([]byte{0x00})...), section(10, vec(body(0x06, 0x40, 0x0B, 0x0B))...)),
+		{name: "an unknown instruction", wasm: wasmModule(typeSection, section(3, vec([]byte{0x00})...), memorySection, section(10, vec(body(0x06, 0x40, 0x0B, 0x0B))...)),
 			want: "unknown instruction 0x06"},
 		{name: "an unknown section", wasm: wasmModule(section(42, 0x00)), want: "unknown section 42"},
-		{name: "a body overrunning its section", wasm: wasmModule(typeSection, section(3, vec([]byte{0x00})...), section(10, 0x01, 0x09, 0x00, 0x0B)),
+		{name: "no memory", wasm: wasmModule(typeSection, section(3, vec([]byte{0x00})...), section(10, vec(spinBody)...)), want: "no memory"},
+		{name: "a body overrunning its section", wasm: wasmModule(typeSection, section(3, vec([]byte{0x00})...), memorySection, section(10, 0x01, 0x09, 0x00, 0x0B)),
 			want: "truncated"},
 	}
 	for _, tc := range tests {
@@ -244,7 +266,7 @@ func TestGuestModuleReachable(t *testing.T) {
 func TestUninstrumentedModuleStillStops(t *testing.T) {
 	ctx := context.Background()
 	gate := cat(str("gate"), []byte{0x00, 0x02})
-	wasm := wasmModule(typeSection, section(3, vec([]byte{0x00}, []byte{0x01}, []byte{0x01})...),
+	wasm := wasmModule(typeSection, section(3, vec([]byte{0x00}, []byte{0x01}, []byte{0x01})...), memorySection,
 		section(7, vec(gate, cat(str(interruptExport), []byte{0x00, 0x01}))...),
 		section(10, vec(spinBody, body(0x41, 0x00, 0x0B), body(0x10, 0x00, 0x41, 0x00, 0x0B))...))
 	x, err := New(ctx, Config{PoolSize: -1}, memSource{wasm})
