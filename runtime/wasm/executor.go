@@ -294,6 +294,7 @@ func (x *Executor) module(ctx context.Context, sha string) (*module, error) {
 		x.mu.Unlock()
 	} else {
 		m = &module{x: x, sha: sha, ready: make(chan struct{}), pool: make(chan *instance, x.e.cfg.PoolSize), trash: make(chan *instance, maxTrash), kickc: make(chan struct{}, 1), done: make(chan struct{})}
+		m.ctx, m.cancel = context.WithCancel(x.base)
 		m.elem = x.lru.PushFront(m)
 		x.mods[sha] = m
 		m.acquire()
@@ -360,6 +361,9 @@ type module struct {
 	trash chan *instance // used instances waiting to be closed
 	kickc chan struct{}
 	done  chan struct{} // closed on eviction
+	// ctx is the context of the module's background work, cancelled on eviction.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	mu      sync.Mutex
 	active  int
@@ -388,6 +392,17 @@ func (m *module) acquire() {
 	m.mu.Unlock()
 }
 
+// tryAcquire is acquire unless the module was evicted.
+func (m *module) tryAcquire() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.evicted {
+		return false
+	}
+	m.active++
+	return true
+}
+
 // release ends one use; the last use of an evicted module closes it.
 func (m *module) release() {
 	m.mu.Lock()
@@ -408,6 +423,7 @@ func (m *module) evict() {
 	m.evicted = true
 	closeNow := m.active == 0
 	close(m.done)
+	m.cancel() // interrupts a guest the worker is preparing
 	m.mu.Unlock()
 	if closeNow {
 		m.closeCompiled()
@@ -506,22 +522,29 @@ func (m *module) refill() {
 			}
 		}
 		for len(m.pool) < cap(m.pool) {
-			ctx, cancel := context.WithTimeout(m.x.base, DefaultInitTimeout)
+			// The worker holds the module like a run does: an eviction while it prepares an
+			// instance interrupts the guest (the context) but closes the compiled module only
+			// when the worker lets go, never under running guest code (whose memory closing
+			// would unmap).
+			if !m.tryAcquire() {
+				return
+			}
+			ctx, cancel := context.WithTimeout(m.ctx, DefaultInitTimeout)
 			inst, err := m.newInstance(ctx)
 			cancel()
 			m.mu.Lock()
 			m.initErr = err
 			m.mu.Unlock()
+			if err == nil {
+				select {
+				case m.pool <- inst:
+				default:
+					inst.close()
+				}
+			}
+			m.release() // the last use of an evicted module closes it, and the pool with it
 			if err != nil {
 				break
-			}
-			select {
-			case m.pool <- inst:
-			case <-m.done:
-				inst.close()
-				return
-			default:
-				inst.close()
 			}
 		}
 	}
