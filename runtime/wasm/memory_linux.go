@@ -21,3 +21,15 @@ func populate(b []byte) {
 	}
 	touch(b)
 }
+
+// madvHugepage is MADV_HUGEPAGE.
+const madvHugepage = 14
+
+// hugePages asks for transparent huge pages behind a guest's memory (where the system's THP
+// mode is "madvise" or "always"). A run touches its instance's memory for the first time in
+// that call, from a CPU that did not prepare it; with 2 MiB pages that costs a few TLB entries
+// instead of one page walk per 4 KiB (on a virtual machine, a two-level walk).
+// BenchmarkRunBlockRisky, interleaved runs: p50 401 and 361 µs with it, 436 and 504 µs
+// without. Memory is populated when it grows anyway, so the resident size changes only by the
+// rounding to 2 MiB.
+func hugePages(b []byte) { _ = syscall.Madvise(b, madvHugepage) }

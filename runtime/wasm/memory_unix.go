@@ -46,6 +46,7 @@ func (m *mmapMemory) Reallocate(size uint64) []byte {
 		if err != nil {
 			return nil
 		}
+		hugePages(b)
 		m.buf = b
 	}
 	if old := uint64(m.len); size > old {
