@@ -316,7 +316,7 @@ func instrumentCode(payload []byte, fuel uint32) ([]byte, int, error) {
 		if err != nil {
 			return nil, 0, err
 		}
-		body, err = instrumentBody(body[:0], fn, check, &loops)
+		body, err = instrumentBody(body[:0], fn, check, fuel, &loops)
 		if err != nil {
 			return nil, 0, fmt.Errorf("function body %d: %w", i, err)
 		}
@@ -348,7 +348,12 @@ func loopCheck(fuel uint32) []byte {
 
 // instrumentBody appends fn (one function body: locals, then instructions) to out with check
 // inserted after every loop's block type.
-func instrumentBody(out, fn, check []byte, loops *int) ([]byte, error) {
+//
+// The module's own code may use only its own globals, below fuel: once the globals are added,
+// an index at or above it would be valid and would let a crafted module reset its fuel or
+// clear its interrupt flag (the original module would not have compiled). Such a module is not
+// instrumented, and is then refused as it is: it does not compile.
+func instrumentBody(out, fn, check []byte, fuel uint32, loops *int) ([]byte, error) {
 	r := &reader{b: fn}
 	groups, err := r.u32()
 	if err != nil {
@@ -369,7 +374,15 @@ func instrumentBody(out, fn, check []byte, loops *int) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := r.immediates(op); err != nil {
+		if op == opGlobalGet || op == opGlobalSet {
+			idx, err := r.u32()
+			if err != nil {
+				return nil, err
+			}
+			if idx >= fuel {
+				return nil, fmt.Errorf("%w: global %d does not exist", errNotInstrumentable, idx)
+			}
+		} else if err := r.immediates(op); err != nil {
 			return nil, err
 		}
 		out = append(out, fn[start:r.off]...)

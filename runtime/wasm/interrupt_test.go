@@ -11,6 +11,7 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 
+	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/testutil"
 	"github.com/pixie-dev/pixie/runtime"
 )
@@ -201,6 +202,9 @@ func TestInstrumentRefuses(t *testing.T) {
 		{name: "an unknown instruction", wasm: wasmModule(typeSection, section(3, vec([]byte{0x00})...), memorySection, section(10, vec(body(0x06, 0x40, 0x0B, 0x0B))...)),
 			want: "unknown instruction 0x06"},
 		{name: "an unknown section", wasm: wasmModule(section(42, 0x00)), want: "unknown section 42"},
+		// global.set 0 in a module without globals: index 0 would be the fuel global.
+		{name: "a reference to a global the module does not have", wasm: wasmModule(typeSection, section(3, vec([]byte{0x00})...), memorySection,
+			section(10, vec(body(0x41, 0x00, 0x24, 0x00, 0x0B))...)), want: "global 0 does not exist"},
 		{name: "no memory", wasm: wasmModule(typeSection, section(3, vec([]byte{0x00})...), section(10, vec(spinBody)...)), want: "no memory"},
 		{name: "a body overrunning its section", wasm: wasmModule(typeSection, section(3, vec([]byte{0x00})...), memorySection, section(10, 0x01, 0x09, 0x00, 0x0B)),
 			want: "truncated"},
@@ -301,5 +305,22 @@ func BenchmarkInstrument(b *testing.B) {
 		if _, _, err := instrument(wasm); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestValidatorRefusesReachingAddedGlobals uploads a module whose code sets global 0 although
+// it has no global: instrumented, index 0 would be its fuel counter. It is refused.
+func TestValidatorRefusesReachingAddedGlobals(t *testing.T) {
+	ctx := context.Background()
+	v, err := NewValidator(ctx, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wasm := wasmModule(typeSection, section(3, vec([]byte{0x01})...), memorySection,
+		section(7, vec(cat(str("gate"), []byte{0x00, 0x00}))...),
+		section(10, vec(body(0x41, 0x00, 0x24, 0x00, 0x41, 0x00, 0x0B))...))
+	_, err = v.Validate(ctx, wasm, "")
+	if !errs.Is(err, errs.Unprocessable) || !strings.Contains(err.Error(), "does not compile") {
+		t.Fatalf("got %v, want a refusal", err)
 	}
 }
