@@ -59,7 +59,8 @@ import (
 // The rewrite is a single pass over the binary: sections are copied as they are, except the
 // global and export sections (entries added, the sections created when absent) and the code
 // section, whose instructions are decoded only as far as needed to find every loop. A module
-// that uses an instruction the decoder does not know, or has no memory to grow, is not
+// that uses an instruction the decoder does not know, has no memory to grow or has a start
+// function (which runs while the module is instantiated, before it can be interrupted) is not
 // instrumented; it is compiled with wazero's check instead (engine.prepare), so it still runs
 // and can still be interrupted, just slower.
 
@@ -89,6 +90,7 @@ const (
 	opMemGrow     = 0x40
 	kindMemory    = 2
 	secMemory     = 5
+	secStart      = 8
 	blockEmpty    = 0x40
 	valI32        = 0x7F
 	opI32Const    = 0x41
@@ -147,6 +149,10 @@ func instrument(wasm []byte) ([]byte, int, error) {
 			insertMissing(rank)
 		}
 		switch id {
+		case secStart:
+			// A start function runs while the module is instantiated, before an instance
+			// exists to interrupt; wazero's check covers it (through the context).
+			return nil, 0, fmt.Errorf("%w: it has a start function", errNotInstrumentable)
 		case secImport:
 			n, mems, err := countImports(payload)
 			if err != nil {

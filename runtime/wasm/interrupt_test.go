@@ -205,6 +205,8 @@ func TestInstrumentRefuses(t *testing.T) {
 		// global.set 0 in a module without globals: index 0 would be the fuel global.
 		{name: "a reference to a global the module does not have", wasm: wasmModule(typeSection, section(3, vec([]byte{0x00})...), memorySection,
 			section(10, vec(body(0x41, 0x00, 0x24, 0x00, 0x0B))...)), want: "global 0 does not exist"},
+		{name: "a start function", wasm: wasmModule(typeSection, section(3, vec([]byte{0x00})...), memorySection, section(8, 0x00),
+			section(10, vec(spinBody)...)), want: "start function"},
 		{name: "no memory", wasm: wasmModule(typeSection, section(3, vec([]byte{0x00})...), section(10, vec(spinBody)...)), want: "no memory"},
 		{name: "a body overrunning its section", wasm: wasmModule(typeSection, section(3, vec([]byte{0x00})...), memorySection, section(10, 0x01, 0x09, 0x00, 0x0B)),
 			want: "truncated"},
