@@ -102,6 +102,7 @@ var (
 	// read-only session). Its message starts with "hook-script-unsupported".
 	ErrUnsupported = errors.New("hook-script-unsupported")
 	// ErrPolicyRequired: a script run without a session cwd and sandbox policy.
+	//lint:ignore ST1005 the spec's exact message (pixie-gate.md, errors)
 	ErrPolicyRequired = errors.New("Session sandbox policy and cwd are required")
 	// ErrTimeout: the rule ran past its time limit and was killed/interrupted.
 	ErrTimeout = errors.New("rule timed out")

@@ -10,8 +10,6 @@ import (
 	"github.com/pixie-dev/pixie/internal/abi"
 )
 
-func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
-
 var (
 	fakeMu     sync.Mutex // held while a Fake runs a rule
 	activeFake *Fake

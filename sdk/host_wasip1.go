@@ -4,6 +4,7 @@ package sdk
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 
 	"github.com/extism/go-pdk"
@@ -168,7 +169,7 @@ func (*pdkHost) call(fn string, req []byte) []byte {
 }
 
 func (*pdkHost) log(level, message string) {
-	b, err := jsonMarshal(abi.LogRequest{Level: level, Message: message})
+	b, err := json.Marshal(abi.LogRequest{Level: level, Message: message})
 	if err != nil {
 		return
 	}

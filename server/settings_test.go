@@ -257,7 +257,9 @@ func TestSettingsRoutes(t *testing.T) {
 	if st != 200 || mv.Configured || mv.Overridden {
 		t.Fatalf("DELETE model = %d %s", st, raw)
 	}
-	st, raw = e.call(t, "GET", "/v1/settings", "", nil)
+	if st, raw = e.call(t, "GET", "/v1/settings", "", nil); st != 200 {
+		t.Fatalf("GET settings = %d %s", st, raw)
+	}
 	all.WriteString(raw)
 
 	if strings.Contains(all.String(), settingsKey) || strings.Contains(all.String(), settingsWrongKey) {

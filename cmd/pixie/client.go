@@ -139,10 +139,3 @@ func fail(err error) int {
 	}
 	return 1
 }
-
-// printJSON writes v indented to stdout.
-func printJSON(v any) {
-	enc := json.NewEncoder(os.Stdout)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
-}
