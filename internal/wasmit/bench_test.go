@@ -1,18 +1,14 @@
 package wasmit
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -170,35 +166,15 @@ func BenchmarkServerRSS10Modules(b *testing.B) {
 // pools refill in the background after each run), at most a minute, and returns it in MiB.
 func settledRSS(b *testing.B, pid int) float64 {
 	b.Helper()
-	last := rssMiB(b, pid)
+	last := testutil.RSSMiB(b, pid)
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
 		time.Sleep(2 * time.Second)
-		cur := rssMiB(b, pid)
+		cur := testutil.RSSMiB(b, pid)
 		if cur-last < 1 && last-cur < 1 {
 			return cur
 		}
 		last = cur
 	}
 	return last
-}
-
-func rssMiB(b *testing.B, pid int) float64 {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		b.Skipf("no /proc: %v", err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			kb, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
-			if err != nil {
-				b.Fatal(err)
-			}
-			return float64(kb) / 1024
-		}
-	}
-	b.Fatal("no VmRSS")
-	return 0
 }

@@ -1,14 +1,11 @@
 package wasm
 
 import (
-	"bufio"
 	"context"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -150,25 +147,5 @@ func BenchmarkMemory10Modules(b *testing.B) {
 	}
 	debug.FreeOSMemory()
 	b.ReportMetric(float64(len(e.x.mods)), "modules")
-	b.ReportMetric(rssMiB(b), "rss-MiB")
-}
-
-func rssMiB(b *testing.B) float64 {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		b.Skip("no /proc/self/status")
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			kb, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(rest), " kB"))
-			if err != nil {
-				b.Fatal(err)
-			}
-			return float64(kb) / 1024
-		}
-	}
-	b.Fatal("no VmRSS")
-	return 0
+	b.ReportMetric(testutil.RSSMiB(b, 0), "rss-MiB")
 }
