@@ -1,11 +1,13 @@
 package wasmit
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -28,10 +30,18 @@ var wasmP50 float64
 // BenchmarkEvaluateBlockRisky measures POST /v1/gates/evaluate over a real HTTP connection
 // (keep-alive) for a tool-before gate whose rule is block-risky-commands concluding without
 // the model ("rm -rf /" is stopped, exit 11): first the WASM module, then its bash twin, in the
-// same run, on the same server (admin auth, JSON, the gate pipeline, the rule, a synced Badger
-// commit of the run record). Between requests (timer stopped) the module's pool is refilled,
-// as it is between an agent's tool calls. Each reports p50 and p99 in microseconds; the bash
-// one also reports speedup-x, its p50 over the WASM p50.
+// same run, on the same server (admin auth, JSON, the gate pipeline, the rule, the run record).
+// Between requests (timer stopped) the module's pool is refilled, as it is between an agent's
+// tool calls.
+//
+// Each request is sent twice, by two clients: p50-µs and p99-µs are those of a client that
+// writes the request and reads the answer on its own goroutine (connClient, as an event-loop
+// client such as Node's does); gohttp-p50-µs and gohttp-p99-µs those of net/http's Client,
+// whose Transport hands every request to a writer goroutine and every answer back from a
+// reader goroutine. On this 2-vCPU virtual machine each such hand-off can wake the other,
+// idle, vCPU, and the two add about 0.3 ms to a request that keeps one vCPU busy for half a
+// millisecond; that time is the client's, so the target is checked on the first pair. The bash
+// one also reports speedup-x, its p50 over the WASM p50 (first client).
 func BenchmarkEvaluateBlockRisky(b *testing.B) {
 	s := newStack(b, stackOptions{})
 	s.push(b, "block-risky-commands", "block-risky-commands")
@@ -47,45 +57,158 @@ func BenchmarkEvaluateBlockRisky(b *testing.B) {
 			ctx := context.Background()
 			req := gate.EvalRequest{Point: "tool-before", Tool: &gate.Tool{Name: "Bash", Args: args}, Target: string(args),
 				Session: gate.Session{ID: "bench-" + kind, Preset: "p", Cwd: cwd, Policy: runtime.PolicyFull}}
-			var samples []time.Duration
+			conn := &connClient{}
+			defer conn.close()
+			var samples, gohttp []time.Duration
 			turn := 0
 			for b.Loop() {
-				b.StopTimer()
-				if kind == "wasm" {
-					if err := s.x.Warm(ctx, "block-risky-commands"); err != nil {
+				for _, viaConn := range []bool{true, false} {
+					b.StopTimer()
+					if kind == "wasm" {
+						if err := s.x.Warm(ctx, "block-risky-commands"); err != nil {
+							b.Fatal(err)
+						}
+					}
+					turn++
+					req.Turn = turn
+					raw, _ := json.Marshal(req)
+					hr, _ := http.NewRequest(http.MethodPost, s.ts.URL+"/v1/gates/evaluate", bytes.NewReader(raw))
+					hr.Header.Set("Authorization", "Bearer "+token)
+					hr.Header.Set("Content-Type", "application/json")
+					b.StartTimer()
+					start := time.Now()
+					var resp *http.Response
+					var err error
+					if viaConn {
+						resp, err = conn.do(hr)
+					} else {
+						resp, err = s.client.Do(hr)
+					}
+					if err != nil {
 						b.Fatal(err)
 					}
-				}
-				turn++
-				req.Turn = turn
-				raw, _ := json.Marshal(req)
-				hr, _ := http.NewRequest(http.MethodPost, s.ts.URL+"/v1/gates/evaluate", bytes.NewReader(raw))
-				hr.Header.Set("Authorization", "Bearer "+token)
-				hr.Header.Set("Content-Type", "application/json")
-				b.StartTimer()
-				start := time.Now()
-				resp, err := s.client.Do(hr)
-				if err != nil {
-					b.Fatal(err)
-				}
-				var res gate.Result
-				err = json.NewDecoder(resp.Body).Decode(&res)
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				samples = append(samples, time.Since(start))
-				if err != nil || resp.StatusCode != http.StatusOK || res.Action != gate.ActionBlocked || res.ConcludedBy != gate.ByHookScript {
-					b.Fatalf("%d %+v %v", resp.StatusCode, res, err)
+					var res gate.Result
+					err = json.NewDecoder(resp.Body).Decode(&res)
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if viaConn {
+						samples = append(samples, time.Since(start))
+					} else {
+						gohttp = append(gohttp, time.Since(start))
+					}
+					if err != nil || resp.StatusCode != http.StatusOK || res.Action != gate.ActionBlocked || res.ConcludedBy != gate.ByHookScript {
+						b.Fatalf("%d %+v %v", resp.StatusCode, res, err)
+					}
 				}
 			}
 			slices.Sort(samples)
+			slices.Sort(gohttp)
 			p50 := quantile(samples, 0.5)
 			b.ReportMetric(p50, "p50-µs")
 			b.ReportMetric(quantile(samples, 0.99), "p99-µs")
+			b.ReportMetric(quantile(gohttp, 0.5), "gohttp-p50-µs")
+			b.ReportMetric(quantile(gohttp, 0.99), "gohttp-p99-µs")
 			if kind == "wasm" {
 				wasmP50 = p50
 			} else if wasmP50 > 0 {
 				b.ReportMetric(p50/wasmP50, "speedup-x")
 			}
+		})
+	}
+}
+
+// connClient is an HTTP/1.1 client on one keep-alive connection that writes each request and
+// reads its answer on the calling goroutine, with net/http's own wire code (Request.Write,
+// ReadResponse): no hand-off to other goroutines. The caller reads and closes each body before
+// the next request.
+type connClient struct {
+	c  net.Conn
+	br *bufio.Reader
+}
+
+func (cc *connClient) do(req *http.Request) (*http.Response, error) {
+	if cc.c == nil {
+		c, err := net.Dial("tcp", req.URL.Host)
+		if err != nil {
+			return nil, err
+		}
+		cc.c, cc.br = c, bufio.NewReader(c)
+	}
+	if err := req.Write(cc.c); err != nil {
+		return nil, err
+	}
+	return http.ReadResponse(cc.br, req)
+}
+
+func (cc *connClient) close() {
+	if cc.c != nil {
+		_ = cc.c.Close()
+	}
+}
+
+// BenchmarkEvaluateAfterIdle measures what an agent sees more often than a warm loop: the
+// real server binary (its own process), requests 30 ms apart, so that each one meets a server
+// whose threads are asleep and whose caches went cold. "evaluate" is the WASM block-risky
+// gate; "healthz" is GET /healthz, the floor any request pays on this machine after the same
+// pause. p50 and p99 in microseconds, with connClient.
+func BenchmarkEvaluateAfterIdle(b *testing.B) {
+	home := filepath.Join(b.TempDir(), "home")
+	p := testutil.StartServer(b, home, nil)
+	defer p.Stop(b)
+	tok := p.Token(b)
+	conn := &connClient{}
+	defer conn.close()
+	do := func(method, path, ct string, body []byte) (*http.Response, []byte) {
+		b.Helper()
+		req, _ := http.NewRequest(method, p.URL+path, bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		if ct != "" {
+			req.Header.Set("Content-Type", ct)
+		}
+		resp, err := conn.do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			b.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, raw)
+		}
+		return resp, raw
+	}
+	do(http.MethodPost, "/v1/modules?name=block-risky-commands", "application/wasm", testutil.Guest(b, "block-risky-commands"))
+	raw, _ := json.Marshal(onePreset("p", gateWith("risky", "tool-before", "unused", moduleRule("block-risky-commands"), "", 0)))
+	do(http.MethodPut, "/v1/gates", "application/json", raw)
+	args, _ := json.Marshal(map[string]string{"command": "rm -rf /", "description": "clean up"})
+	req := gate.EvalRequest{Point: "tool-before", Tool: &gate.Tool{Name: "Bash", Args: args}, Target: string(args),
+		Session: gate.Session{ID: "bench-idle", Preset: "p", Cwd: b.TempDir(), Policy: runtime.PolicyFull}}
+	const gap = 30 * time.Millisecond
+	for _, route := range []string{"evaluate", "healthz"} {
+		b.Run(route, func(b *testing.B) {
+			var samples []time.Duration
+			for b.Loop() {
+				b.StopTimer()
+				time.Sleep(gap)
+				req.Turn++
+				body, _ := json.Marshal(req)
+				b.StartTimer()
+				start := time.Now()
+				if route == "healthz" {
+					do(http.MethodGet, "/healthz", "", nil)
+				} else {
+					_, out := do(http.MethodPost, "/v1/gates/evaluate", "application/json", body)
+					samples = append(samples, time.Since(start))
+					var res gate.Result
+					if err := json.Unmarshal(out, &res); err != nil || res.Action != gate.ActionBlocked {
+						b.Fatalf("%s %v", out, err)
+					}
+					continue
+				}
+				samples = append(samples, time.Since(start))
+			}
+			slices.Sort(samples)
+			b.ReportMetric(quantile(samples, 0.5), "p50-µs")
+			b.ReportMetric(quantile(samples, 0.99), "p99-µs")
 		})
 	}
 }
