@@ -37,17 +37,17 @@ var wasmP50 float64
 // Each request is sent twice, by two clients: p50-µs and p99-µs are those of a client that
 // writes the request and reads the answer on its own goroutine (connClient, as an event-loop
 // client such as Node's does); gohttp-p50-µs and gohttp-p99-µs those of net/http's Client,
-// whose Transport hands every request to a writer goroutine and every answer back from a
-// reader goroutine. On this 2-vCPU virtual machine each such hand-off can wake the other,
-// idle, vCPU, and the two add about 0.3 ms to a request that keeps one vCPU busy for half a
-// millisecond; that time is the client's, so the target is checked on the first pair. The bash
-// one also reports speedup-x, its p50 over the WASM p50 (first client).
+// whose Transport hands every request to a writer goroutine and takes every answer from a
+// reader goroutine: on this 2-vCPU virtual machine each hand-off may have to wake the other,
+// idle, vCPU. The bash one also reports speedup-x, its p50 over the WASM p50 (first client).
+// The third, "healthz", is GET /healthz with the same two clients: the floor of any request
+// (HTTP, routing, one store read) on the same server.
 func BenchmarkEvaluateBlockRisky(b *testing.B) {
 	s := newStack(b, stackOptions{})
 	s.push(b, "block-risky-commands", "block-risky-commands")
 	args, _ := json.Marshal(map[string]string{"command": "rm -rf /", "description": "clean up"})
 	cwd := b.TempDir()
-	for _, kind := range []string{"wasm", "bash"} {
+	for _, kind := range []string{"wasm", "bash", "healthz"} {
 		b.Run(kind, func(b *testing.B) {
 			rule := moduleRule("block-risky-commands")
 			if kind == "bash" {
@@ -73,6 +73,9 @@ func BenchmarkEvaluateBlockRisky(b *testing.B) {
 					req.Turn = turn
 					raw, _ := json.Marshal(req)
 					hr, _ := http.NewRequest(http.MethodPost, s.ts.URL+"/v1/gates/evaluate", bytes.NewReader(raw))
+					if kind == "healthz" {
+						hr, _ = http.NewRequest(http.MethodGet, s.ts.URL+"/healthz", nil)
+					}
 					hr.Header.Set("Authorization", "Bearer "+token)
 					hr.Header.Set("Content-Type", "application/json")
 					b.StartTimer()
@@ -88,7 +91,12 @@ func BenchmarkEvaluateBlockRisky(b *testing.B) {
 						b.Fatal(err)
 					}
 					var res gate.Result
-					err = json.NewDecoder(resp.Body).Decode(&res)
+					if kind == "healthz" {
+						_, err = io.Copy(io.Discard, resp.Body)
+						res = gate.Result{Action: gate.ActionBlocked, ConcludedBy: gate.ByHookScript}
+					} else {
+						err = json.NewDecoder(resp.Body).Decode(&res)
+					}
 					_, _ = io.Copy(io.Discard, resp.Body)
 					resp.Body.Close()
 					if viaConn {
@@ -110,7 +118,7 @@ func BenchmarkEvaluateBlockRisky(b *testing.B) {
 			b.ReportMetric(quantile(gohttp, 0.99), "gohttp-p99-µs")
 			if kind == "wasm" {
 				wasmP50 = p50
-			} else if wasmP50 > 0 {
+			} else if kind == "bash" && wasmP50 > 0 {
 				b.ReportMetric(p50/wasmP50, "speedup-x")
 			}
 		})
