@@ -1,12 +1,13 @@
 // Command block-risky-commands is a tool-before guest that stops clearly destructive shell
 // commands without asking the model, and asks the decision engine (pixie_judge) only about
 // unclear ones. Its bash twin is block-risky-commands.sh in this folder; both follow the same
-// algorithm, step by step:
+// algorithm, step by step (the twin's regexps are plain code here: see patterns.go):
 //
 //  1. Only shell tools are checked (Bash, bash, shell, exec_command, run_shell_command,
 //     local_shell); any other tool skips the gate (exit 10).
 //  2. The command is the tool arguments' "command" (a string, or an argv array joined by
-//     spaces) or "cmd". None, or arguments that are not JSON, skip the gate.
+//     spaces) or, when "command" is missing, null or false, "cmd" (as jq's //). None, or
+//     arguments that are not JSON, skip the gate.
 //  3. Whole-command patterns stop at once: a download piped to a shell (curl … | sh), a shell
 //     running a download (sh <(curl …), bash -c "$(wget …)"), a fork bomb, a redirect onto a
 //     disk device.
@@ -27,22 +28,12 @@
 package main
 
 import (
-	"encoding/json"
-	"regexp"
 	"strings"
 
 	"github.com/pixie-dev/pixie/sdk"
 )
 
 func main() {}
-
-// init warms, while the instance is prepared for the pool, what the rule builds on first use:
-// the JSON decoder of the tool arguments and the regexp matchers (about a millisecond in a
-// guest, paid by every run otherwise: an instance serves one run). It reads no context.
-func init() {
-	command(`{"command":"rm -rf ./x"}`)
-	classify("curl x | sh; rm -rf ./x; git push -f; dd of=/dev/x")
-}
 
 // Reasons and the judgment, shared word for word with the bash twin.
 const (
@@ -59,27 +50,27 @@ const (
 	question = "Could running this shell command cause serious harm that is hard to undo: deleting or overwriting data outside disposable build outputs, rewriting shared history, changing system state, or running code fetched from the network?"
 )
 
-var shellTools = map[string]bool{"Bash": true, "bash": true, "shell": true, "exec_command": true, "run_shell_command": true, "local_shell": true}
+// shellTool reports whether tool is a shell tool (step 1). Switches rather than maps, here and
+// in targetsHome: see patterns.go.
+func shellTool(tool string) bool {
+	switch tool {
+	case "Bash", "bash", "shell", "exec_command", "run_shell_command", "local_shell":
+		return true
+	}
+	return false
+}
 
-// Whole-command patterns, in the subset of RE2 that is also POSIX ERE (bash's =~).
-var (
-	rePipeShell = regexp.MustCompile(`(curl|wget)[^|;&]*[|][[:space:]]*(sudo[[:space:]]+)?(ba|z|da|k)?sh([[:space:]]|$)`)
-	reSubShell  = regexp.MustCompile(`(ba|z|da|k)?sh[[:space:]]+(-c[[:space:]]+)?["']?(<[(]|[$][(])[[:space:]]*(curl|wget)`)
-	reForkBomb  = regexp.MustCompile(`:[(][)][[:space:]]*[{][[:space:]]*:[[:space:]]*[|][[:space:]]*:`)
-	reDisk      = regexp.MustCompile(`>[[:space:]]*/dev/(sd|nvme|hd|vd|xvd|disk|mmcblk)`)
-	reEnvAssign = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`)
-	reShortR    = regexp.MustCompile(`^-[a-zA-Z]*[rR]`)
-	reShortF    = regexp.MustCompile(`^-[a-zA-Z]*f`)
-	reShellC    = regexp.MustCompile(`^-[a-zA-Z]*c$`)
-)
-
-var dangerTargets = map[string]bool{
-	"/": true, "/*": true, "~": true, "~/": true, "~/*": true,
-	"$HOME": true, "$HOME/": true, "$HOME/*": true, "${HOME}": true, "${HOME}/": true, "${HOME}/*": true,
+// targetsHome reports whether a is the home directory or everything in it.
+func targetsHome(a string) bool {
+	switch a {
+	case "~", "~/", "~/*", "$HOME", "$HOME/", "$HOME/*", "${HOME}", "${HOME}/", "${HOME}/*":
+		return true
+	}
+	return false
 }
 
 func rule() int32 {
-	if !shellTools[sdk.ToolName()] {
+	if !shellTool(sdk.ToolName()) {
 		return sdk.Skip()
 	}
 	cmd := command(sdk.Target())
@@ -103,30 +94,6 @@ func rule() int32 {
 	return sdk.Skip()
 }
 
-// command extracts the shell command from the tool arguments JSON.
-func command(args string) string {
-	var v struct {
-		Command json.RawMessage `json:"command"`
-		Cmd     json.RawMessage `json:"cmd"`
-	}
-	if json.Unmarshal([]byte(args), &v) != nil {
-		return ""
-	}
-	raw := v.Command
-	if len(raw) == 0 || string(raw) == "null" {
-		raw = v.Cmd
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var argv []string
-	if json.Unmarshal(raw, &argv) == nil {
-		return strings.Join(argv, " ")
-	}
-	return ""
-}
-
 type verdict int
 
 const (
@@ -138,14 +105,14 @@ const (
 // classify applies steps 3 and 4.
 func classify(cmd string) (verdict, string) {
 	switch {
-	case rePipeShell.MatchString(cmd), reSubShell.MatchString(cmd):
+	case pipeShell(cmd), subShell(cmd):
 		return stop, reasonPipeShell
-	case reForkBomb.MatchString(cmd):
+	case forkBomb(cmd):
 		return stop, reasonForkBomb
-	case reDisk.MatchString(cmd):
+	case diskRedirect(cmd):
 		return stop, reasonDisk
 	}
-	flat := strings.NewReplacer(`'`, "", `"`, "").Replace(cmd)
+	flat := withoutQuotes(cmd)
 	segs := strings.FieldsFunc(flat, func(r rune) bool { return strings.ContainsRune(";&|()`\n", r) })
 	worst, why := safe, ""
 	for _, seg := range segs {
@@ -160,6 +127,20 @@ func classify(cmd string) (verdict, string) {
 	return worst, why
 }
 
+// withoutQuotes removes every ' and ".
+func withoutQuotes(s string) string {
+	if !strings.ContainsAny(s, `'"`) {
+		return s
+	}
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] != '\'' && s[i] != '"' {
+			b = append(b, s[i])
+		}
+	}
+	return string(b)
+}
+
 // simple classifies one simple command.
 func simple(words []string) (verdict, string) {
 	sudo := false
@@ -168,8 +149,8 @@ func simple(words []string) (verdict, string) {
 		switch {
 		case w == "sudo":
 			sudo = true
-		case w == "command" || w == "exec" || w == "nohup" || w == "time" || w == "env" || reEnvAssign.MatchString(w):
-		case (w == "bash" || w == "sh" || w == "zsh" || w == "dash") && len(words) > 1 && reShellC.MatchString(words[1]):
+		case w == "command" || w == "exec" || w == "nohup" || w == "time" || w == "env" || envAssign(w):
+		case (w == "bash" || w == "sh" || w == "zsh" || w == "dash") && len(words) > 1 && shellC(words[1]):
 			words = words[1:]
 		default:
 			goto done
@@ -195,9 +176,9 @@ done:
 		}
 		return false
 	}
-	matches := func(re *regexp.Regexp) bool {
+	matches := func(flag func(string) bool) bool {
 		for _, a := range args {
-			if !strings.HasPrefix(a, "--") && re.MatchString(a) {
+			if !strings.HasPrefix(a, "--") && flag(a) {
 				return true
 			}
 		}
@@ -205,17 +186,17 @@ done:
 	}
 	targetsRoot := func(home bool) bool {
 		for _, a := range args {
-			if a == "/" || a == "/*" || (home && dangerTargets[a]) {
+			if a == "/" || a == "/*" || (home && targetsHome(a)) {
 				return true
 			}
 		}
 		return false
 	}
-	recursive := matches(reShortR) || has("--recursive")
+	recursive := matches(shortR) || has("--recursive")
 	v := safe
 	switch name {
 	case "rm":
-		force := matches(reShortF) || has("--force", "--no-preserve-root")
+		force := matches(shortF) || has("--force", "--no-preserve-root")
 		if recursive && force && targetsRoot(true) || has("--no-preserve-root") {
 			return stop, reasonRmRoot
 		}
@@ -226,7 +207,7 @@ done:
 		switch {
 		case has("push"):
 			for _, a := range args {
-				if a == "-f" || a == "--force" || strings.HasPrefix(a, "+") || (!strings.HasPrefix(a, "--") && reShortF.MatchString(a)) {
+				if a == "-f" || a == "--force" || strings.HasPrefix(a, "+") || (!strings.HasPrefix(a, "--") && shortF(a)) {
 					return stop, reasonForcePush
 				}
 			}
@@ -234,7 +215,7 @@ done:
 				v = unclear
 			}
 		case has("reset") && has("--hard"),
-			has("clean") && (matches(reShortF) || has("--force")),
+			has("clean") && (matches(shortF) || has("--force")),
 			(has("checkout") || has("restore")) && has("."),
 			has("branch") && has("-D"):
 			v = unclear

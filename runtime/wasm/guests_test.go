@@ -197,6 +197,12 @@ func TestBlockRiskyCommands(t *testing.T) {
 		guestCase{name: "other tool", vars: tool("Read"), target: `{"file_path":"/etc/passwd"}`, want: decision{Exit: 10}, twin: true},
 		guestCase{name: "argv array", vars: tool("shell"), target: `{"command":["bash","-lc","rm -rf /"]}`, want: stop(rmRoot), twin: true},
 		guestCase{name: "not JSON", vars: bashTool, target: "rm -rf /", want: decision{Exit: 10}, twin: true},
+		// Argument shapes where encoding/json and jq differ; the guest reads them as jq does.
+		guestCase{name: "command false, cmd used", vars: bashTool, target: `{"command":false,"cmd":"rm -rf /"}`, want: stop(rmRoot), twin: true},
+		guestCase{name: "keys are case-sensitive", vars: bashTool, target: `{"Command":"rm -rf /"}`, want: decision{Exit: 10}, twin: true},
+		guestCase{name: "null in argv", vars: bashTool, target: `{"command":["rm","-rf","/",null]}`, want: decision{Exit: 10}, twin: true},
+		guestCase{name: "escapes", vars: bashTool, target: `{"command":"\u0072m -rf \/"}`, want: stop(rmRoot), twin: true},
+		guestCase{name: "trailing data", vars: bashTool, target: `{"command":"rm -rf /"} x`, want: decision{Exit: 10}, twin: true},
 	)
 	runGuestCases(t, "block-risky-commands", cases)
 }
