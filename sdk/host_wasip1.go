@@ -59,7 +59,18 @@ type pdkHost struct {
 
 type runContext struct {
 	target string
-	vars   map[string]string
+	vars   []abi.Var // keys increasing
+}
+
+// lookup finds key in vars: a handful of variables, searched in order (a map would cost more
+// to build than all the lookups of a run).
+func (c *runContext) lookup(key string) (string, bool) {
+	for _, v := range c.vars {
+		if v.Key == key {
+			return v.Value, true
+		}
+	}
+	return "", false
 }
 
 // context returns the run's context, fetching it with pixie_context on first use: one host
@@ -82,7 +93,7 @@ func (h *pdkHost) context() *runContext {
 	copy(b, head[:])
 	rest := pdk.NewMemory(off+8, uint64(n-8))
 	rest.Load(b[8:]) // n is a multiple of 8: load_u64 only
-	target, vars, err := abi.DecodeContext(b)
+	target, vars, err := abi.DecodeContextVars(b)
 	if err != nil {
 		panic("sdk: pixie_context: " + err.Error())
 	}
@@ -96,7 +107,7 @@ func (h *pdkHost) input() []byte { return []byte(h.context().target) }
 // Extism config is the same map), so a missing PIXIE_* variable is simply unset; any other key
 // is looked up in the Extism config as well, in case a host sets config beyond the context.
 func (h *pdkHost) config(key string) (string, bool) {
-	if v, ok := h.context().vars[key]; ok {
+	if v, ok := h.context().lookup(key); ok {
 		return v, true
 	}
 	if strings.HasPrefix(key, "PIXIE_") {

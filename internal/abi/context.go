@@ -94,9 +94,29 @@ func ContextSize(head []byte) (int, error) {
 }
 
 // DecodeContext decodes a context block written by EncodeContext. It rejects anything else: a
-// short or truncated block, a bad magic or an unknown version, a length past the end, keys out
-// of order or repeated, bytes left over, and padding that is missing, too long or not zero.
+// bad magic, size or version, a field past the end, keys out of order or repeated, bytes left
+// over, or padding that is not zero.
 func DecodeContext(b []byte) (target string, vars map[string]string, err error) {
+	target, list, err := DecodeContextVars(b)
+	if err != nil {
+		return "", nil, err
+	}
+	if len(list) > 0 {
+		vars = make(map[string]string, len(list))
+	}
+	for _, v := range list {
+		vars[v.Key] = v.Value
+	}
+	return target, vars, nil
+}
+
+// Var is one variable of a context block.
+type Var struct{ Key, Value string }
+
+// DecodeContextVars is DecodeContext with the variables as a list in the block's order (keys
+// increasing), which a guest searches without building a map. The target, keys and values
+// share one copy of the block: decoding allocates twice, whatever the number of variables.
+func DecodeContextVars(b []byte) (target string, vars []Var, err error) {
 	padded, err := ContextSize(b)
 	if err != nil {
 		return "", nil, err
@@ -113,23 +133,22 @@ func DecodeContext(b []byte) (target string, vars map[string]string, err error) 
 	if v := binary.LittleEndian.Uint32(b[8:12]); v != ContextVersion {
 		return "", nil, fmt.Errorf("%w: version %d; this reader knows version %d", ErrContext, v, ContextVersion)
 	}
-	r := reader{b: b[:size], off: contextHeader}
+	r := reader{b: string(b[:size]), off: contextHeader}
 	target = r.field("target")
-	n := r.u32("variable count")
+	n := r.u32("variable count", false)
 	if r.err == nil && uint64(n) > uint64(len(r.b)-r.off)/8 { // every variable takes 8 bytes at least
 		r.err = fmt.Errorf("%w: %d variables cannot fit in %d bytes", ErrContext, n, len(r.b)-r.off)
 	}
 	if r.err == nil && n > 0 {
-		vars = make(map[string]string, n)
+		vars = make([]Var, 0, n)
 	}
-	prev := ""
 	for i := uint32(0); i < n && r.err == nil; i++ {
 		k := r.field("key")
 		v := r.field("value")
-		if r.err == nil && i > 0 && k <= prev {
+		if r.err == nil && i > 0 && k <= vars[i-1].Key {
 			r.err = fmt.Errorf("%w: key %q is out of order or repeated", ErrContext, k)
 		}
-		vars[k], prev = v, k
+		vars = append(vars, Var{k, v})
 	}
 	if r.err == nil && r.off != len(r.b) {
 		r.err = fmt.Errorf("%w: %d bytes left over", ErrContext, len(r.b)-r.off)
@@ -142,26 +161,32 @@ func DecodeContext(b []byte) (target string, vars map[string]string, err error) 
 
 // reader reads u32-prefixed fields, keeping the first error.
 type reader struct {
-	b   []byte
+	b   string
 	off int
 	err error
 }
 
-func (r *reader) u32(what string) uint32 {
+// u32 reads the integer called what, or what+" length" for the length of a field (the
+// name is put together only for an error: concatenating on every read would allocate).
+func (r *reader) u32(what string, length bool) uint32 {
 	if r.err != nil {
 		return 0
 	}
 	if len(r.b)-r.off < 4 {
+		if length {
+			what += " length"
+		}
 		r.err = fmt.Errorf("%w: the %s at byte %d is past the end", ErrContext, what, r.off)
 		return 0
 	}
-	v := binary.LittleEndian.Uint32(r.b[r.off:])
+	b := r.b[r.off:]
+	v := uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24
 	r.off += 4
 	return v
 }
 
 func (r *reader) field(what string) string {
-	n := r.u32(what + " length")
+	n := r.u32(what, true)
 	if r.err != nil {
 		return ""
 	}
@@ -169,7 +194,7 @@ func (r *reader) field(what string) string {
 		r.err = fmt.Errorf("%w: the %d-byte %s at byte %d runs past the end", ErrContext, n, what, r.off)
 		return ""
 	}
-	s := string(r.b[r.off : r.off+int(n)])
+	s := r.b[r.off : r.off+int(n)]
 	r.off += int(n)
 	return s
 }
