@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,6 +45,9 @@ type Executor struct {
 	mods   map[string]*module
 	lru    *list.List // of *module, most recent first
 	closed bool
+
+	// dirs remembers the cwds recently found to be directories (mountDir).
+	dirs dirCache
 }
 
 var _ runtime.Executor = (*Executor)(nil)
@@ -141,7 +143,7 @@ func (x *Executor) Run(ctx context.Context, req runtime.Request) (runtime.Result
 	mount := ""
 	if req.MountCwd {
 		var err error
-		if mount, err = mountDir(req); err != nil {
+		if mount, err = x.mountDir(req); err != nil {
 			return runtime.Result{}, err
 		}
 	}
@@ -182,7 +184,7 @@ func (x *Executor) Run(ctx context.Context, req runtime.Request) (runtime.Result
 	}
 	run := hostfuncs.NewRun(helper, req.PetContext, hostfuncs.Limits{MaxHostCalls: x.e.cfg.MaxHostCalls})
 	run.SetContext(req.Target, req.Vars)
-	inst.p.Config = maps.Clone(req.Vars)
+	inst.p.Config = req.Vars // read-only to Extism, and the instance is gone after this run
 	rc, out, callErr := inst.call(hostfuncs.WithRun(ctx, run), entry, []byte(req.Target))
 	res := runtime.Result{ExitCode: int(int32(rc)), Stderr: inst.out.String(), Duration: time.Since(start)}
 	if callErr != nil {
@@ -253,18 +255,64 @@ func timeoutOr(ctx context.Context, err error) error {
 // mountDir checks that a cwd mount may be granted: a known sandbox policy and an existing
 // absolute directory. Every policy lets a session read its cwd, so each grants the read-only
 // mount.
-func mountDir(req runtime.Request) (string, error) {
+func (x *Executor) mountDir(req runtime.Request) (string, error) {
 	if !req.Policy.Valid() || req.Cwd == "" {
 		return "", runtime.ErrPolicyRequired
 	}
 	if !filepath.IsAbs(req.Cwd) {
 		return "", fmt.Errorf("%w: cwd %q is not absolute", runtime.ErrPolicyRequired, req.Cwd)
 	}
-	st, err := os.Stat(req.Cwd)
-	if err != nil || !st.IsDir() {
+	dir := filepath.Clean(req.Cwd)
+	if !x.dirs.isDir(dir) {
 		return "", errs.New(errs.Invalid, "the session cwd %s is not a directory", req.Cwd)
 	}
-	return filepath.Clean(req.Cwd), nil
+	return dir, nil
+}
+
+// dirCheckTTL is how long a cwd found to be a directory is trusted without looking again.
+// A session runs many gates in one cwd, and the stat costs tens of µs on a run's path; a
+// cwd removed meanwhile makes the guest's file operations fail (ENOENT) instead.
+const dirCheckTTL = time.Second
+
+// dirCache remembers, for dirCheckTTL, the paths found to be directories. Failures are not
+// remembered: a cwd created a moment later works at once. The zero value is ready to use.
+type dirCache struct {
+	mu   sync.Mutex
+	seen map[string]time.Time // path → when it was found to be a directory
+	// now and stat are time.Now and os.Stat; tests replace them.
+	now  func() time.Time
+	stat func(string) (os.FileInfo, error)
+}
+
+// maxDirCache bounds the cache; it is emptied when full.
+const maxDirCache = 1024
+
+func (c *dirCache) isDir(path string) bool {
+	now, stat := time.Now, os.Stat
+	if c.now != nil {
+		now, stat = c.now, c.stat
+	}
+	t := now()
+	c.mu.Lock()
+	at, ok := c.seen[path]
+	c.mu.Unlock()
+	if ok && t.Sub(at) < dirCheckTTL && t.Sub(at) >= 0 {
+		return true
+	}
+	st, err := stat(path)
+	if err != nil || !st.IsDir() {
+		c.mu.Lock()
+		delete(c.seen, path)
+		c.mu.Unlock()
+		return false
+	}
+	c.mu.Lock()
+	if c.seen == nil || len(c.seen) >= maxDirCache {
+		c.seen = make(map[string]time.Time)
+	}
+	c.seen[path] = t
+	c.mu.Unlock()
+	return true
 }
 
 // discard hands a used instance to the module's worker, which closes it (unmapping its
