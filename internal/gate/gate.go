@@ -83,8 +83,9 @@ type Service struct {
 	snap      *snapshot // saved definitions, indexed; nil until loaded
 	listing   *ScriptListing
 
-	runs *tokenRegistry
-	rec  *recorder // writes run records in the background (recorder.go)
+	runs     *tokenRegistry
+	rec      *recorder   // writes run records in the background (recorder.go)
+	switches switchCache // per-session switches read by Evaluate (switches.go)
 }
 
 // New returns a Service. exec runs rules (nil: rules fail as unsupported), m is the Pixie

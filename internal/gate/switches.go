@@ -3,6 +3,7 @@ package gate
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/pixie-dev/pixie/internal/errs"
@@ -38,21 +39,81 @@ type SessionGates struct {
 
 func switchKey(session, gate string) string { return session + "/" + gate }
 
-// switchedOff reports whether gate is switched off for session.
+// switchedOff reports whether gate is switched off for session, from the switch cache when it
+// knows, else from the store.
 func (s *Service) switchedOff(ctx context.Context, session, gate string) (bool, error) {
+	key := switchKey(session, gate)
+	off, known, gen := s.switches.get(key, s.cfg.Now())
+	if known {
+		return off, nil
+	}
 	var sw sessionSwitch
 	err := s.store.View(ctx, func(tx *store.Tx) error {
 		var err error
-		sw, err = switchCol.Get(tx, switchKey(session, gate))
+		sw, err = switchCol.Get(tx, key)
 		return err
 	})
-	if errors.Is(err, store.ErrNotFound) {
-		return false, nil
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return false, errs.Wrap(errs.Internal, err, "cannot read the session's gate switches")
 	}
+	s.switches.put(key, sw, s.cfg.RecordTTL, gen)
 	return sw.Off, nil
+}
+
+// switchCache remembers what switchedOff read, so that an evaluation does not read the store
+// for a switch that has not changed (a Badger read is tens of µs on a gate's path). The
+// Service is the only writer of switches: SetSessionSwitch forgets the key after its write,
+// and the generation keeps a read that raced with a write from caching what it read before
+// it. An off switch is remembered until its TTL in the store ends. The zero value is ready.
+type switchCache struct {
+	mu  sync.Mutex
+	gen uint64
+	m   map[string]switchEntry
+}
+
+type switchEntry struct {
+	off   bool
+	until time.Time // for an off switch: when the store forgets it
+}
+
+// maxSwitchCache bounds the cache; it is emptied when full.
+const maxSwitchCache = 4096
+
+// get returns the cached answer for key, whether there is one, and the generation to pass to
+// put after reading the store.
+func (c *switchCache) get(key string, now time.Time) (off, known bool, gen uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[key]
+	if ok && e.off && !now.Before(e.until) {
+		ok = false
+	}
+	return e.off, ok, c.gen
+}
+
+// put remembers what the store holds for key, unless a write happened since get.
+func (c *switchCache) put(key string, sw sessionSwitch, ttl time.Duration, gen uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if gen != c.gen {
+		return
+	}
+	if c.m == nil || len(c.m) >= maxSwitchCache {
+		c.m = make(map[string]switchEntry)
+	}
+	e := switchEntry{off: sw.Off}
+	if sw.Off {
+		e.until = sw.At.Add(ttl)
+	}
+	c.m[key] = e
+}
+
+// forget drops key after a write to it.
+func (c *switchCache) forget(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	delete(c.m, key)
 }
 
 // SessionGates lists the gates that apply to the session's preset (switched on, attached to
@@ -108,6 +169,10 @@ func (s *Service) SetSessionSwitch(ctx context.Context, session, gate string, on
 	if _, ok := sn.gates[gate]; !ok {
 		return errs.New(errs.NotFound, "no gate is named %q", gate)
 	}
+	// Forgotten before and after the write: an evaluation between the two reads the store,
+	// and the generation keeps it from caching what it read there.
+	s.switches.forget(switchKey(session, gate))
+	defer s.switches.forget(switchKey(session, gate))
 	err = s.store.Update(ctx, func(tx *store.Tx) error {
 		if on {
 			return switchCol.Delete(tx, switchKey(session, gate))
