@@ -236,11 +236,13 @@ func (s *Server) gateEvaluate(c echo.Context) error {
 	if err := bind(c, &req); err != nil {
 		return err
 	}
-	res, err := s.deps.Gates.Evaluate(c.Request().Context(), req)
+	ctx, startRecords := gate.DeferRecords(c.Request().Context())
+	defer startRecords() // after the answer is sent (sendJSON)
+	res, err := s.deps.Gates.Evaluate(ctx, req)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, res)
+	return sendJSON(c, http.StatusOK, res)
 }
 
 func (s *Server) gateTry(c echo.Context) error {

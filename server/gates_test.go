@@ -116,6 +116,9 @@ func (f *gateFixture) call(t testing.TB, method, path string, in, out any) (int,
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
+	if path == "/v1/gates/evaluate" && resp.StatusCode == http.StatusOK {
+		checkSentWhole(t, resp, raw)
+	}
 	var eb ErrorBody
 	if resp.StatusCode >= 400 {
 		if err := json.Unmarshal(raw, &eb); err != nil || eb.Error.Code == "" {

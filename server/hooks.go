@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/internal/gate"
 	"github.com/pixie-dev/pixie/internal/hooks"
 )
 
@@ -40,7 +41,9 @@ func (s *Server) hookClaudeCode(c echo.Context) error {
 		}
 		return errs.Wrap(errs.Invalid, err, "cannot read the hook input")
 	}
-	return s.deps.Hooks.Handle(r.Context(), c.QueryParam("preset"), body, func(o hooks.Output) error {
-		return c.JSONBlob(http.StatusOK, o.Marshal())
+	ctx, startRecords := gate.DeferRecords(r.Context())
+	defer startRecords() // after the answer is sent (sendJSONBlob)
+	return s.deps.Hooks.Handle(ctx, c.QueryParam("preset"), body, func(o hooks.Output) error {
+		return sendJSONBlob(c, http.StatusOK, o.Marshal())
 	})
 }

@@ -129,6 +129,9 @@ func (e *hookEnv) post(t testing.TB, query, body string, header map[string]strin
 	if resp.StatusCode == http.StatusOK && !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
 		t.Errorf("answer Content-Type %q", resp.Header.Get("Content-Type"))
 	}
+	if resp.StatusCode == http.StatusOK {
+		checkSentWhole(t, resp, raw)
+	}
 	return resp.StatusCode, string(raw)
 }
 

@@ -30,7 +30,8 @@ const recordDelay = 2 * time.Millisecond
 // whose decision depends on the store (a redo counted against the turn's limit) are recorded
 // synchronously, as before.
 //
-// The worker runs only while records are queued; it starts recordDelay after the first.
+// The worker runs only while records are queued; it starts recordDelay after the first, or
+// after the answer that queued it is sent (DeferRecords).
 type recorder struct {
 	st  *store.Store
 	log *slog.Logger
@@ -49,16 +50,69 @@ func newRecorder(st *store.Store, log *slog.Logger) *recorder {
 	return r
 }
 
-// add queues one record's writes.
-func (r *recorder) add(write func(tx *store.Tx) error) {
+// add queues one record's writes and starts the worker, unless ctx defers the start
+// (DeferRecords): then the deferral starts it.
+func (r *recorder) add(ctx context.Context, write func(tx *store.Tx) error) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.queue = append(r.queue, write)
 	r.queued++
-	if !r.running {
+	r.mu.Unlock()
+	if d, ok := ctx.Value(deferKey{}).(*deferral); ok && d.hold(r) {
+		return
+	}
+	r.start()
+}
+
+// start starts the worker, recordDelay from now, unless it is running or nothing is queued.
+func (r *recorder) start() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.running && len(r.queue) > 0 {
 		r.running = true
 		time.AfterFunc(recordDelay, r.run)
 	}
+}
+
+type deferKey struct{}
+
+// deferral holds the recorders whose start an answer put off until it was sent.
+type deferral struct {
+	mu    sync.Mutex
+	recs  []*recorder
+	ended bool
+}
+
+// hold keeps r to start later; false when the deferral already ended.
+func (d *deferral) hold(r *recorder) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.ended {
+		return false
+	}
+	d.recs = append(d.recs, r)
+	return true
+}
+
+func (d *deferral) end() {
+	d.mu.Lock()
+	recs := d.recs
+	d.recs, d.ended = nil, true
+	d.mu.Unlock()
+	for _, r := range recs {
+		r.start()
+	}
+}
+
+// DeferRecords returns a context under which evaluations queue their run records without
+// starting the background writer, and the function that starts it; the caller calls it once
+// its answer is on its way (and always, so defer it), and later calls are no-ops. Starting
+// the writer arms a timer, and a timer earlier than any other wakes the runtime's network
+// poller with a system call, which on a small machine holds the answer back by tens of µs
+// (internal/wasmit's BenchmarkEvaluateBlockRisky). Reads of records still see every record:
+// they start the writer themselves when it is not running.
+func DeferRecords(ctx context.Context) (context.Context, func()) {
+	d := &deferral{}
+	return context.WithValue(ctx, deferKey{}, d), d.end
 }
 
 func (r *recorder) run() {
@@ -100,11 +154,16 @@ func (r *recorder) run() {
 	}
 }
 
-// flush waits until every record added before the call is written.
+// flush waits until every record added before the call is written, starting the worker at
+// once when records wait for a deferred start.
 func (r *recorder) flush() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	target := r.queued
+	if r.written < target && !r.running {
+		r.running = true
+		go r.run()
+	}
 	for r.written < target {
 		r.cond.Wait()
 	}

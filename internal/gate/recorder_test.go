@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/pixie-dev/pixie/internal/store"
 )
@@ -73,5 +74,65 @@ func TestRecordsWrittenInTheBackground(t *testing.T) {
 	sg, err := e.svc.SessionGates(ctx, "s2", "")
 	if err != nil || sg.Preset != "dev" {
 		t.Fatalf("%+v %v", sg, err)
+	}
+}
+
+// TestDeferRecords: under DeferRecords a record is not written until the deferral ends (the
+// writer is not even started), a read of records still sees it (the read starts the writer),
+// and an evaluation after the deferral ended starts the writer itself.
+func TestDeferRecords(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	ctx := context.Background()
+	e.saveGates(t, gateAt("g", "user-message", "Check the instruction."))
+	inStore := func(id string) bool {
+		err := e.st.View(ctx, func(tx *store.Tx) error {
+			_, err := runIDCol.Get(tx, id)
+			return err
+		})
+		return err == nil
+	}
+	running := func() bool {
+		e.svc.rec.mu.Lock()
+		defer e.svc.rec.mu.Unlock()
+		return e.svc.rec.running
+	}
+
+	dctx, start := DeferRecords(ctx)
+	res, err := e.svc.Evaluate(dctx, evalReq("user-message", "held"))
+	if err != nil || res.RunID == "" {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if running() {
+		t.Fatal("the writer started before the deferral ended")
+	}
+	time.Sleep(3 * recordDelay)
+	if inStore(res.RunID) {
+		t.Fatal("the record was written before the deferral ended")
+	}
+	start()
+	e.svc.rec.flush()
+	if !inStore(res.RunID) {
+		t.Fatal("the record is not written after the deferral ended")
+	}
+	start() // a second call is a no-op
+
+	// Never ended: a read of records still sees the run.
+	dctx2, start2 := DeferRecords(ctx)
+	defer start2()
+	res2, err := e.svc.Evaluate(dctx2, evalReq("user-message", "read"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := e.svc.Record(ctx, res2.RunID); err != nil || rec.ID != res2.RunID {
+		t.Fatalf("read during a deferral: %+v %v", rec, err)
+	}
+
+	// After the deferral ended, an evaluation under its context starts the writer itself.
+	res3, err := e.svc.Evaluate(dctx, evalReq("user-message", "late"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !running() && !inStore(res3.RunID) {
+		t.Fatal("an evaluation after the deferral ended did not start the writer")
 	}
 }
