@@ -8,6 +8,7 @@ import (
 
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/gate"
+	"github.com/pixie-dev/pixie/internal/later"
 )
 
 // The gate routes (docs/gates.md). They sit in the /v1 group, behind the admin token or the UI
@@ -236,8 +237,8 @@ func (s *Server) gateEvaluate(c echo.Context) error {
 	if err := bind(c, &req); err != nil {
 		return err
 	}
-	ctx, startRecords := gate.DeferRecords(c.Request().Context())
-	defer startRecords() // after the answer is sent (sendJSON)
+	ctx, sent := later.Defer(c.Request().Context())
+	defer sent() // work the evaluation set off starts after the answer (sendJSON sends it)
 	res, err := s.deps.Gates.Evaluate(ctx, req)
 	if err != nil {
 		return err

@@ -9,8 +9,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/pixie-dev/pixie/internal/errs"
-	"github.com/pixie-dev/pixie/internal/gate"
 	"github.com/pixie-dev/pixie/internal/hooks"
+	"github.com/pixie-dev/pixie/internal/later"
 )
 
 // The agent adapter routes (docs/agents/claude-code.md). POST /v1/hooks/claude-code serves
@@ -41,8 +41,8 @@ func (s *Server) hookClaudeCode(c echo.Context) error {
 		}
 		return errs.Wrap(errs.Invalid, err, "cannot read the hook input")
 	}
-	ctx, startRecords := gate.DeferRecords(r.Context())
-	defer startRecords() // after the answer is sent (sendJSONBlob)
+	ctx, sent := later.Defer(r.Context())
+	defer sent() // work the evaluation set off starts after the answer (sendJSONBlob sends it)
 	return s.deps.Hooks.Handle(ctx, c.QueryParam("preset"), body, func(o hooks.Output) error {
 		return sendJSONBlob(c, http.StatusOK, o.Marshal())
 	})

@@ -19,10 +19,10 @@ func sendJSON(c echo.Context, status int, v any) error {
 }
 
 // sendJSONBlob writes b as the whole JSON answer, with its length, and flushes it to the
-// client, so that what the handler does afterwards (starting the run-record writer:
-// gate.DeferRecords) does not hold the answer back. echo's c.JSON leaves the answer in
-// net/http's buffer until the handler returns, and flushing without a length would switch
-// the answer to chunked encoding, whose end is sent only when the handler returns.
+// client, so that what the handler does afterwards (work set off through internal/later)
+// does not hold the answer back. echo's c.JSON leaves the answer in net/http's buffer until
+// the handler returns, and flushing without a length would switch the answer to chunked
+// encoding, whose end is sent only when the handler returns.
 func sendJSONBlob(c echo.Context, status int, b []byte) error {
 	res := c.Response()
 	res.Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSON)

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pixie-dev/pixie/internal/later"
 	"github.com/pixie-dev/pixie/internal/store"
 )
 
@@ -31,7 +32,7 @@ const recordDelay = 2 * time.Millisecond
 // synchronously, as before.
 //
 // The worker runs only while records are queued; it starts recordDelay after the first, or
-// after the answer that queued it is sent (DeferRecords).
+// after the answer that queued it is sent (internal/later).
 type recorder struct {
 	st  *store.Store
 	log *slog.Logger
@@ -50,17 +51,14 @@ func newRecorder(st *store.Store, log *slog.Logger) *recorder {
 	return r
 }
 
-// add queues one record's writes and starts the worker, unless ctx defers the start
-// (DeferRecords): then the deferral starts it.
+// add queues one record's writes and starts the worker, after the answer when ctx comes
+// from later.Defer: starting it arms a timer, which can cost a system call.
 func (r *recorder) add(ctx context.Context, write func(tx *store.Tx) error) {
 	r.mu.Lock()
 	r.queue = append(r.queue, write)
 	r.queued++
 	r.mu.Unlock()
-	if d, ok := ctx.Value(deferKey{}).(*deferral); ok && d.hold(r) {
-		return
-	}
-	r.start()
+	later.Do(ctx, r.start)
 }
 
 // start starts the worker, recordDelay from now, unless it is running or nothing is queued.
@@ -71,48 +69,6 @@ func (r *recorder) start() {
 		r.running = true
 		time.AfterFunc(recordDelay, r.run)
 	}
-}
-
-type deferKey struct{}
-
-// deferral holds the recorders whose start an answer put off until it was sent.
-type deferral struct {
-	mu    sync.Mutex
-	recs  []*recorder
-	ended bool
-}
-
-// hold keeps r to start later; false when the deferral already ended.
-func (d *deferral) hold(r *recorder) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.ended {
-		return false
-	}
-	d.recs = append(d.recs, r)
-	return true
-}
-
-func (d *deferral) end() {
-	d.mu.Lock()
-	recs := d.recs
-	d.recs, d.ended = nil, true
-	d.mu.Unlock()
-	for _, r := range recs {
-		r.start()
-	}
-}
-
-// DeferRecords returns a context under which evaluations queue their run records without
-// starting the background writer, and the function that starts it; the caller calls it once
-// its answer is on its way (and always, so defer it), and later calls are no-ops. Starting
-// the writer arms a timer, and a timer earlier than any other wakes the runtime's network
-// poller with a system call, which on a small machine holds the answer back by tens of µs
-// (internal/wasmit's BenchmarkEvaluateBlockRisky). Reads of records still see every record:
-// they start the writer themselves when it is not running.
-func DeferRecords(ctx context.Context) (context.Context, func()) {
-	d := &deferral{}
-	return context.WithValue(ctx, deferKey{}, d), d.end
 }
 
 func (r *recorder) run() {
@@ -155,7 +111,7 @@ func (r *recorder) run() {
 }
 
 // flush waits until every record added before the call is written, starting the worker at
-// once when records wait for a deferred start.
+// once when records wait for an answer to be sent (internal/later).
 func (r *recorder) flush() {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pixie-dev/pixie/internal/later"
 	"github.com/pixie-dev/pixie/internal/store"
 )
 
@@ -77,10 +78,10 @@ func TestRecordsWrittenInTheBackground(t *testing.T) {
 	}
 }
 
-// TestDeferRecords: under DeferRecords a record is not written until the deferral ends (the
+// TestRecordsAfterTheAnswer: under later.Defer a record is not written until the deferral ends (the
 // writer is not even started), a read of records still sees it (the read starts the writer),
 // and an evaluation after the deferral ended starts the writer itself.
-func TestDeferRecords(t *testing.T) {
+func TestRecordsAfterTheAnswer(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	ctx := context.Background()
 	e.saveGates(t, gateAt("g", "user-message", "Check the instruction."))
@@ -97,7 +98,7 @@ func TestDeferRecords(t *testing.T) {
 		return e.svc.rec.running
 	}
 
-	dctx, start := DeferRecords(ctx)
+	dctx, start := later.Defer(ctx)
 	res, err := e.svc.Evaluate(dctx, evalReq("user-message", "held"))
 	if err != nil || res.RunID == "" {
 		t.Fatalf("%+v %v", res, err)
@@ -117,7 +118,7 @@ func TestDeferRecords(t *testing.T) {
 	start() // a second call is a no-op
 
 	// Never ended: a read of records still sees the run.
-	dctx2, start2 := DeferRecords(ctx)
+	dctx2, start2 := later.Defer(ctx)
 	defer start2()
 	res2, err := e.svc.Evaluate(dctx2, evalReq("user-message", "read"))
 	if err != nil {

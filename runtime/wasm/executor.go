@@ -20,6 +20,7 @@ import (
 	"github.com/pixie-dev/pixie/hostfuncs"
 	"github.com/pixie-dev/pixie/internal/abi"
 	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/internal/later"
 	"github.com/pixie-dev/pixie/runtime"
 )
 
@@ -169,8 +170,9 @@ func (x *Executor) Run(ctx context.Context, req runtime.Request) (runtime.Result
 		return runtime.Result{}, timeoutOr(ctx, err)
 	}
 	// Single use: whatever happens, this instance is closed after the call, by the module's
-	// worker, which then tops the pool up (not before the call, so as not to compete with it).
-	defer m.discard(inst)
+	// worker, which then tops the pool up (not before the call, so as not to compete with it,
+	// and after the answer when the caller defers work: internal/later).
+	defer m.discard(ctx, inst)
 	if mount != "" {
 		inst.mount.bind(mount)
 	}
@@ -318,13 +320,13 @@ func (c *dirCache) isDir(path string) bool {
 // discard hands a used instance to the module's worker, which closes it (unmapping its
 // memory, which takes as long as the rule's call) and then refills the pool, off the run's path.
 // The instance is closed here when the worker is far behind.
-func (m *module) discard(inst *instance) {
+func (m *module) discard(ctx context.Context, inst *instance) {
 	select {
 	case m.trash <- inst:
 	default:
 		inst.close()
 	}
-	m.kick()
+	later.Do(ctx, m.kick) // waking the worker wakes a CPU
 }
 
 // module returns the compiled module sha, compiling it on first use; the caller must release
