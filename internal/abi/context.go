@@ -94,8 +94,8 @@ func ContextSize(head []byte) (int, error) {
 }
 
 // DecodeContext decodes a context block written by EncodeContext. It rejects anything else: a
-// bad magic, size or version, a field past the end, keys out of order or repeated, bytes left
-// over, or padding that is not zero.
+// short or truncated block, a bad magic or an unknown version, a length past the end, keys out
+// of order or repeated, bytes left over, and padding that is missing, too long or not zero.
 func DecodeContext(b []byte) (target string, vars map[string]string, err error) {
 	target, list, err := DecodeContextVars(b)
 	if err != nil {
