@@ -19,39 +19,14 @@ func command(args string) string {
 	r.ws()
 	var cmdVal, cmdAlt span
 	if r.peek() == '{' {
-		r.i++
-		r.ws()
-		if r.peek() == '}' {
-			r.i++
-		} else {
-			for r.ok() {
-				key, ok := r.str()
-				r.ws()
-				if !ok || !r.eat(':') {
-					r.fail()
-					break
-				}
-				r.ws()
-				start := r.i
-				r.value(1)
-				v := span{start, r.i}
-				switch key {
-				case "command":
-					cmdVal = v
-				case "cmd":
-					cmdAlt = v
-				}
-				r.ws()
-				if r.eat(',') {
-					r.ws()
-					continue
-				}
-				if !r.eat('}') {
-					r.fail()
-				}
-				break
+		r.object(0, func(key string, v span) {
+			switch key {
+			case "command":
+				cmdVal = v
+			case "cmd":
+				cmdAlt = v
 			}
-		}
+		})
 	} else {
 		r.value(0)
 	}
@@ -142,51 +117,9 @@ func (r *jsonReader) value(depth int) {
 	case (c == '{' || c == '[') && depth >= maxDepth:
 		r.fail()
 	case c == '{':
-		r.i++
-		r.ws()
-		if r.eat('}') {
-			return
-		}
-		for r.ok() {
-			if _, ok := r.str(); !ok {
-				r.fail()
-				return
-			}
-			r.ws()
-			if !r.eat(':') {
-				r.fail()
-				return
-			}
-			r.ws()
-			r.value(depth + 1)
-			r.ws()
-			if r.eat(',') {
-				r.ws()
-				continue
-			}
-			if !r.eat('}') {
-				r.fail()
-			}
-			return
-		}
+		r.object(depth, nil)
 	case c == '[':
-		r.i++
-		r.ws()
-		if r.eat(']') {
-			return
-		}
-		for r.ok() {
-			r.value(depth + 1)
-			r.ws()
-			if r.eat(',') {
-				r.ws()
-				continue
-			}
-			if !r.eat(']') {
-				r.fail()
-			}
-			return
-		}
+		r.array(depth)
 	case c == '"':
 		if _, ok := r.str(); !ok {
 			r.fail()
@@ -202,6 +135,62 @@ func (r *jsonReader) value(depth int) {
 	default:
 		r.fail()
 	}
+}
+
+// object reads an object at depth (r is at its '{'), calling member, when not nil, with each
+// key and the span of its value.
+func (r *jsonReader) object(depth int, member func(key string, v span)) {
+	r.i++
+	r.ws()
+	if r.eat('}') {
+		return
+	}
+	for r.ok() {
+		key, ok := r.str()
+		r.ws()
+		if !ok || !r.eat(':') {
+			r.fail()
+			return
+		}
+		r.ws()
+		start := r.i
+		r.value(depth + 1)
+		if member != nil && r.ok() {
+			member(key, span{start, r.i})
+		}
+		if !r.next('}') {
+			return
+		}
+	}
+}
+
+// array reads an array at depth (r is at its '[').
+func (r *jsonReader) array(depth int) {
+	r.i++
+	r.ws()
+	if r.eat(']') {
+		return
+	}
+	for r.ok() {
+		r.value(depth + 1)
+		if !r.next(']') {
+			return
+		}
+	}
+}
+
+// next reads what follows an element of an object or array: a comma (true: another element
+// follows) or end (false); anything else fails.
+func (r *jsonReader) next(end byte) bool {
+	r.ws()
+	if r.eat(',') {
+		r.ws()
+		return true
+	}
+	if !r.eat(end) {
+		r.fail()
+	}
+	return false
 }
 
 // number reads -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?.
