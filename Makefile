@@ -7,7 +7,7 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -X main.version=$(VERSION)
 GUESTS   := $(patsubst guests/%/,%,$(sort $(dir $(wildcard guests/*/main.go))))
 
-.PHONY: build run test bench check guests ui clean
+.PHONY: build run test bench check guests ui clean tools
 
 build: ## build the pixie binary into bin/
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/pixie ./cmd/pixie
@@ -39,6 +39,9 @@ check: ## formatters, vet, linters, and the import-rule test
 	 elif $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 -version >/dev/null 2>&1; then $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...; \
 	 else echo "staticcheck not installable here; skipped"; fi
 	$(GO) test -count=1 -run TestImportRules ./internal/importrules/
+
+tools: ## install the pinned agent CLIs the e2e tests drive into $$PIXIE_TOOLS_DIR (~/.cache/pixie-tools)
+	.ci/tools.sh
 
 clean:
 	rm -rf $(BIN)
