@@ -22,8 +22,8 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	"github.com/pixie-dev/pixie/internal/abi"
 	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 // Helper serves one run's ask and judge calls and its log lines. It has the method set of

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pixie-dev/pixie/internal/abi"
 	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 // memory is an Extism-like block memory.

@@ -14,7 +14,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/pixie-dev/pixie/internal/abi"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 // Kind is how a rule is implemented.

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/pixie-dev/pixie/internal/abi"
 	"github.com/pixie-dev/pixie/sdk"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 // A rule that runs only for long grep results, tested on the host through a Fake.
@@ -41,7 +41,7 @@ func ExampleConclude() {
 func ExampleJudgeBool() {
 	f := &sdk.Fake{
 		Target: "Bonjour",
-		Judge: func(req abi.JudgeRequest) (abi.JudgeResponse, error) {
+		Judge: func(req sdk.JudgeRequest) (sdk.JudgeResponse, error) {
 			return sdk.BoolAnswer(req, 0.9), nil
 		},
 	}
@@ -60,7 +60,7 @@ func ExampleJudgeBool() {
 }
 
 func ExampleAsk() {
-	f := &sdk.Fake{Target: "hello", Ask: func(req abi.AskRequest) (string, error) {
+	f := &sdk.Fake{Target: "hello", Ask: func(req sdk.AskRequest) (string, error) {
 		return strings.ToUpper(req.Input), nil
 	}}
 	res := f.Run(func() int32 {

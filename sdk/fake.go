@@ -7,7 +7,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/pixie-dev/pixie/internal/abi"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 var (
@@ -36,9 +36,9 @@ type Fake struct {
 	Vars map[string]string
 	// Ask answers sdk.Ask; nil makes every ask fail as "unavailable". A returned *HostError
 	// keeps its code; any other error becomes "upstream".
-	Ask func(req abi.AskRequest) (string, error)
+	Ask func(req AskRequest) (string, error)
 	// Judge answers the judge calls; nil makes every judgment fail as "unavailable".
-	Judge func(req abi.JudgeRequest) (abi.JudgeResponse, error)
+	Judge func(req JudgeRequest) (JudgeResponse, error)
 	// PetContext is what sdk.PetContext returns.
 	PetContext []byte
 
@@ -59,8 +59,8 @@ type Result struct {
 	Error string
 	Logs  []LogLine
 	// Asks and Judges are the requests the rule sent, in order, including refused ones.
-	Asks   []abi.AskRequest
-	Judges []abi.JudgeRequest
+	Asks   []AskRequest
+	Judges []JudgeRequest
 }
 
 // GateOutput decodes Output as the gate output of an exit 11.
@@ -164,7 +164,7 @@ func (f *Fake) budget(size int) error {
 
 // BoolAnswer builds the judge response of a bool question with the given "yes" probability, for
 // Fake.Judge functions.
-func BoolAnswer(req abi.JudgeRequest, yes float64) abi.JudgeResponse {
+func BoolAnswer(req JudgeRequest, yes float64) JudgeResponse {
 	label := "no"
 	if yes >= 0.5 {
 		label = "yes"
@@ -175,7 +175,7 @@ func BoolAnswer(req abi.JudgeRequest, yes float64) abi.JudgeResponse {
 }
 
 // SelectAnswer builds the judge response choosing option with probability p.
-func SelectAnswer(req abi.JudgeRequest, option string, p float64) abi.JudgeResponse {
+func SelectAnswer(req JudgeRequest, option string, p float64) JudgeResponse {
 	return answerAll(req, abi.Answer{Type: abi.JudgeSelect, Label: option,
 		Probabilities: map[string]float64{option: p}, Confidence: p})
 }

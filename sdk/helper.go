@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/pixie-dev/pixie/internal/abi"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 // HostError is a failed ask or judge call, with the same codes as the HTTP helper:
@@ -64,7 +64,7 @@ type Judgment struct {
 	Answer Answer
 	// Engine is "llm" or "jev".
 	Engine string
-	Usage  abi.Usage
+	Usage  Usage
 }
 
 // JSON renders the judgment exactly as the one line `pixie judge --json` prints it:

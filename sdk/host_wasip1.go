@@ -9,7 +9,7 @@ import (
 
 	"github.com/extism/go-pdk"
 
-	"github.com/pixie-dev/pixie/internal/abi"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 // Host functions (docs/abi.md). Each takes and returns an Extism memory offset.
@@ -33,6 +33,7 @@ func pixieContext() uint64
 // an instance, so that the Go runtime is initialised (and the SDK warmed up, see warm) before
 // the instance waits in the pool.
 //
+//lint:ignore U1000 the host calls it: staticcheck does not see //go:wasmexport as a use
 //go:wasmexport pixie_init
 func pixieInit() int32 {
 	warm()

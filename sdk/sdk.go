@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/pixie-dev/pixie/internal/abi"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 // Exit codes returned by the finishing functions.
@@ -33,6 +33,17 @@ type Option = abi.Option
 // Answer is the decision engine's answer to one question: its label, the probability of every
 // valid answer, and a confidence in [0,1].
 type Answer = abi.Answer
+
+// The requests a rule sends and the answers it receives, as a Fake sees them (the wire structs
+// of package abi, docs/abi.md).
+type (
+	AskRequest    = abi.AskRequest
+	JudgeRequest  = abi.JudgeRequest
+	JudgeResponse = abi.JudgeResponse
+	Question      = abi.Question
+	Criteria      = abi.Criteria
+	Usage         = abi.Usage
+)
 
 // host is what the package functions talk to: the WASM host (pdk) or a Fake.
 type host interface {

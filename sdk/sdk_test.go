@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pixie-dev/pixie/internal/abi"
 	"github.com/pixie-dev/pixie/sdk"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 func TestFinishing(t *testing.T) {
@@ -63,7 +63,7 @@ func TestContext(t *testing.T) {
 }
 
 func TestHelperBudget(t *testing.T) {
-	f := &sdk.Fake{Ask: func(abi.AskRequest) (string, error) { return "ok", nil }}
+	f := &sdk.Fake{Ask: func(sdk.AskRequest) (string, error) { return "ok", nil }}
 	res := f.Run(func() int32 {
 		for i := range abi.MaxHelperCalls + 1 {
 			if _, err := sdk.Ask("x", "y"); err != nil {
@@ -80,7 +80,7 @@ func TestHelperBudget(t *testing.T) {
 		t.Fatalf("%+v", res)
 	}
 	t.Run("request size", func(t *testing.T) {
-		f := &sdk.Fake{Ask: func(abi.AskRequest) (string, error) { return "ok", nil }}
+		f := &sdk.Fake{Ask: func(sdk.AskRequest) (string, error) { return "ok", nil }}
 		f.Run(func() int32 {
 			// The request JSON adds the instruction and field names to the input.
 			overhead := len(`{"instruction":"x","input":""}`)
@@ -108,7 +108,7 @@ func TestHelperBudget(t *testing.T) {
 }
 
 func TestJudgeValidation(t *testing.T) {
-	(&sdk.Fake{Judge: func(req abi.JudgeRequest) (abi.JudgeResponse, error) { return sdk.SelectAnswer(req, "a", 0.7), nil }}).Run(func() int32 {
+	(&sdk.Fake{Judge: func(req sdk.JudgeRequest) (sdk.JudgeResponse, error) { return sdk.SelectAnswer(req, "a", 0.7), nil }}).Run(func() int32 {
 		if _, err := sdk.JudgeSelect("q", "s", sdk.Option{Name: "a"}); err == nil {
 			t.Error("one option accepted")
 		}
@@ -138,7 +138,7 @@ func TestOutsideAHost(t *testing.T) {
 // TestJudgmentJSON: JSON is the line `pixie judge --json` prints (internal/helpercli), so a
 // guest hands on the same text as its bash twin.
 func TestJudgmentJSON(t *testing.T) {
-	(&sdk.Fake{Judge: func(req abi.JudgeRequest) (abi.JudgeResponse, error) {
+	(&sdk.Fake{Judge: func(req sdk.JudgeRequest) (sdk.JudgeResponse, error) {
 		if req.Questions["q"].Type == abi.JudgeSelect {
 			return sdk.SelectAnswer(req, "b", 0.75), nil
 		}

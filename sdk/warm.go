@@ -5,7 +5,7 @@ package sdk
 import (
 	"encoding/json"
 
-	"github.com/pixie-dev/pixie/internal/abi"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 // warm builds what the SDK would otherwise build on a run's first use of it: encoding/json's

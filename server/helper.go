@@ -8,8 +8,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/pixie-dev/pixie/internal/abi"
 	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 // The helper routes `pixie ask` and `pixie judge` call from inside a script run. They sit in

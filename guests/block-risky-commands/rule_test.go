@@ -3,8 +3,8 @@ package main
 import (
 	"testing"
 
-	"github.com/pixie-dev/pixie/internal/abi"
 	"github.com/pixie-dev/pixie/sdk"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 // The rule, run on the host through the SDK's fake.
@@ -28,7 +28,7 @@ func TestRule(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &sdk.Fake{Target: tc.cmd, Vars: map[string]string{abi.VarToolName: tc.tool},
-				Judge: func(req abi.JudgeRequest) (abi.JudgeResponse, error) { return sdk.BoolAnswer(req, tc.yes), nil }}
+				Judge: func(req sdk.JudgeRequest) (sdk.JudgeResponse, error) { return sdk.BoolAnswer(req, tc.yes), nil }}
 			res := f.Run(rule)
 			if res.Code != tc.code || res.Output != tc.output || (len(res.Judges) > 0) != tc.judged {
 				t.Fatalf("%+v", res)

@@ -4,7 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pixie-dev/pixie/internal/abi"
 	"github.com/pixie-dev/pixie/sdk"
 )
 
@@ -19,7 +18,7 @@ func TestSkill(t *testing.T) {
 		errText string
 	}{
 		{"with greeting and ask", sdk.Fake{PetContext: ctx, Vars: map[string]string{"DSH_PET_GREETING": "hi"},
-			Ask: func(r abi.AskRequest) (string, error) { return "because " + r.Input, nil }},
+			Ask: func(r sdk.AskRequest) (string, error) { return "because " + r.Input, nil }},
 			0, `wasm echo #2 run 1 in session:s1: title="T" greeting=hi history=1 answer=because why?`, ""},
 		{"greeting unset", sdk.Fake{PetContext: []byte(`{"seq":1,"skill":"echo","scope":"independent"}`)},
 			0, `wasm echo #1 run 0 in independent: title="" greeting=(unset) history=0`, ""},

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pixie-dev/pixie/internal/abi"
 	"github.com/pixie-dev/pixie/sdk"
 )
 
@@ -15,8 +14,8 @@ func petCtx(selection string) []byte {
 }
 
 func TestSkill(t *testing.T) {
-	summarise := func(r abi.AskRequest) (string, error) { return "sum(" + r.Input + ")", nil }
-	judge := func(r abi.JudgeRequest) (abi.JudgeResponse, error) { return sdk.BoolAnswer(r, 0.75), nil }
+	summarise := func(r sdk.AskRequest) (string, error) { return "sum(" + r.Input + ")", nil }
+	judge := func(r sdk.JudgeRequest) (sdk.JudgeResponse, error) { return sdk.BoolAnswer(r, 0.75), nil }
 	tests := []struct {
 		name    string
 		fake    sdk.Fake
@@ -28,7 +27,7 @@ func TestSkill(t *testing.T) {
 		{"two parts", sdk.Fake{PetContext: petCtx("a\n---\nb"), Ask: summarise, Judge: judge},
 			0, "1. sum(a)\n2. sum(b)\nfinished=yes yes=0.7500 engine=llm", "", 2},
 		{"team in the instruction", sdk.Fake{PetContext: petCtx("a"), Vars: map[string]string{"DSH_PET_TEAM": "blue"},
-			Ask: func(r abi.AskRequest) (string, error) { return r.Instruction, nil }, Judge: judge},
+			Ask: func(r sdk.AskRequest) (string, error) { return r.Instruction, nil }, Judge: judge},
 			0, "1. Summarise this part of a work log in one line. The reader is the team blue.\nfinished=yes yes=0.7500 engine=llm", "", 1},
 		{"nothing selected", sdk.Fake{PetContext: petCtx("  ")}, sdk.ExitError, "", "nothing is selected", 0},
 		{"not a Pet run", sdk.Fake{}, sdk.ExitError, "", "no pet_context", 0},

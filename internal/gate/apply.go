@@ -3,7 +3,7 @@ package gate
 import (
 	"fmt"
 
-	"github.com/pixie-dev/pixie/internal/abi"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 // Actions applied to the target.

@@ -12,10 +12,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pixie-dev/pixie/internal/abi"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/store"
 	"github.com/pixie-dev/pixie/runtime"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 // Error policies.

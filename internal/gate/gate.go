@@ -18,10 +18,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pixie-dev/pixie/internal/abi"
 	"github.com/pixie-dev/pixie/internal/model"
 	"github.com/pixie-dev/pixie/internal/store"
 	"github.com/pixie-dev/pixie/runtime"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 // Judge is the decision engine as the gate sees it (internal/judge's Service satisfies it).

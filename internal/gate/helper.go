@@ -15,10 +15,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pixie-dev/pixie/internal/abi"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/model"
 	"github.com/pixie-dev/pixie/runtime"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 // Log caps of a run.

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pixie-dev/pixie/internal/abi"
 	"github.com/pixie-dev/pixie/runtime/sandbox"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 // TestMain lets the test binary play the pixie binary's sandbox verb, which the bash executor

@@ -9,11 +9,11 @@ import (
 	"os"
 	"strings"
 
-	"github.com/pixie-dev/pixie/internal/abi"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/gate"
 	"github.com/pixie-dev/pixie/internal/model"
 	"github.com/pixie-dev/pixie/internal/store/badgerstore"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 // A caller outside the gate pipeline (Pet, for a Skill's Run) opens a helper run: its Helper

@@ -3,8 +3,8 @@ package gate
 import (
 	"context"
 
-	"github.com/pixie-dev/pixie/internal/abi"
 	"github.com/pixie-dev/pixie/runtime"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 // HelperRunOptions configures a helper run opened by OpenHelperRun. The zero value works.

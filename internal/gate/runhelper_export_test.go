@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pixie-dev/pixie/internal/abi"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/judge"
 	"github.com/pixie-dev/pixie/internal/model"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 // TestOpenHelperRun drives a helper run opened for a caller outside the gate pipeline: the

@@ -3,7 +3,7 @@ package gate
 import (
 	"regexp"
 
-	"github.com/pixie-dev/pixie/internal/abi"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 // Task variables, written {{name}} (spaces inside the braces are allowed):

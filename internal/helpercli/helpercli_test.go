@@ -12,7 +12,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/pixie-dev/pixie/internal/abi"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 const token = "run-token-0123456789"

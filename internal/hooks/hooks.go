@@ -47,9 +47,9 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/pixie-dev/pixie/internal/abi"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/runtime"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 // Hook event names handled by Pixie.

@@ -8,11 +8,11 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/pixie-dev/pixie/internal/abi"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/gate"
 	"github.com/pixie-dev/pixie/internal/hint"
 	"github.com/pixie-dev/pixie/internal/store"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 // Evaluator is the gate pipeline as the adapter uses it; *gate.Service implements it.

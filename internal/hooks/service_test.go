@@ -9,10 +9,10 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/pixie-dev/pixie/internal/abi"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/gate"
 	"github.com/pixie-dev/pixie/internal/hint"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 // input returns a fixture with its fields overridden (session_id, prompt_id, …); the cwd is

@@ -11,7 +11,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/pixie-dev/pixie/internal/abi"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/gate"
 	"github.com/pixie-dev/pixie/internal/hint"
@@ -22,6 +21,7 @@ import (
 	"github.com/pixie-dev/pixie/runtime"
 	"github.com/pixie-dev/pixie/runtime/modules"
 	"github.com/pixie-dev/pixie/runtime/wasm"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 // stack is the real adapter stack: Badger, the hint queue, the gate service with the WASM

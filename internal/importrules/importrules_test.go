@@ -12,7 +12,11 @@ import (
 	"testing"
 )
 
-const mod = "github.com/pixie-dev/pixie"
+const (
+	mod    = "github.com/pixie-dev/pixie"
+	sdkMod = mod + "/sdk" // the guest SDK's own module, in sdk/
+	pdk    = "github.com/extism/go-pdk"
+)
 
 var (
 	echo    = "github.com/labstack/echo"
@@ -32,6 +36,7 @@ type rule struct {
 	deny    []string
 	allow   []string // with stdOnly: non-std prefixes allowed
 	goos    string   // build for this GOOS/GOARCH (wasip1 packages)
+	dir     string   // the module folder to list from, relative to the repository ("" is the server's)
 }
 
 var rules = []rule{
@@ -43,9 +48,11 @@ var rules = []rule{
 	{name: "store-drivers", pattern: "./internal/store/...", deny: []string{echo, wazero}},
 	{name: "domain", pattern: "./internal/gate/... ./internal/hint/... ./internal/judge/... ./internal/model/... ./internal/pet/... ./internal/channel/...",
 		deny: []string{echo, badger, wazero, extism}},
-	{name: "abi", pattern: "./internal/abi ./internal/errs", deny: []string{stdOnly}},
-	{name: "sdk", pattern: "./sdk/...", deny: []string{stdOnly}, allow: []string{"github.com/extism/go-pdk", mod + "/internal/abi", mod + "/sdk"}, goos: "wasip1"},
-	{name: "guests", pattern: "./guests/...", deny: []string{stdOnly}, allow: []string{"github.com/extism/go-pdk", mod + "/internal/abi", mod + "/sdk", mod + "/guests"}, goos: "wasip1"},
+	{name: "errs", pattern: "./internal/errs", deny: []string{stdOnly}},
+	{name: "abi", pattern: "./abi/...", dir: "sdk", deny: []string{stdOnly}},
+	{name: "sdk-host", pattern: "./...", dir: "sdk", deny: []string{stdOnly}, allow: []string{pdk, sdkMod}},
+	{name: "sdk-wasip1", pattern: "./...", dir: "sdk", deny: []string{stdOnly}, allow: []string{pdk, sdkMod}, goos: "wasip1"},
+	{name: "guests", pattern: "./guests/...", deny: []string{stdOnly}, allow: []string{pdk, sdkMod, mod + "/guests"}, goos: "wasip1"},
 }
 
 type pkg struct {
@@ -63,7 +70,7 @@ func root(t *testing.T) string {
 func list(t *testing.T, r rule) []pkg {
 	args := append([]string{"list", "-e", "-json=ImportPath,Deps,Standard"}, strings.Fields(r.pattern)...)
 	cmd := exec.Command("go", args...)
-	cmd.Dir = root(t)
+	cmd.Dir = filepath.Join(root(t), filepath.FromSlash(r.dir))
 	if r.goos != "" {
 		cmd.Env = append(cmd.Environ(), "GOOS="+r.goos, "GOARCH=wasm")
 	}
@@ -91,10 +98,12 @@ func isStd(path string) bool {
 func TestImportRules(t *testing.T) {
 	for _, r := range rules {
 		t.Run(r.name, func(t *testing.T) {
+			matched := 0
 			for _, p := range list(t, r) {
 				if strings.Contains(p.ImportPath, "matched no packages") {
 					continue
 				}
+				matched++
 				for _, d := range p.Deps {
 					for _, deny := range r.deny {
 						if deny == stdOnly {
@@ -109,6 +118,9 @@ func TestImportRules(t *testing.T) {
 						}
 					}
 				}
+			}
+			if matched == 0 {
+				t.Errorf("%s (in ./%s) matched no packages: the rule checks nothing", r.pattern, r.dir)
 			}
 		})
 	}
@@ -141,4 +153,27 @@ func TestImportRulesSeeViolations(t *testing.T) {
 		}
 	}
 	t.Fatal("go list -deps of the Badger driver did not show Badger; the rules above would pass vacuously")
+}
+
+// TestSDKModuleGraph keeps the guest SDK's module small for the authors who depend on it: its
+// whole module graph (go list -m all in sdk/, test dependencies included) is the SDK itself
+// and go-pdk, so a guest's go.mod pulls in nothing of the server's.
+func TestSDKModuleGraph(t *testing.T) {
+	cmd := exec.Command("go", "list", "-m", "all")
+	cmd.Dir = filepath.Join(root(t), "sdk")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -m all in sdk/: %v", err)
+	}
+	var mods []string
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		mods = append(mods, strings.Fields(line)[0])
+	}
+	if want := []string{sdkMod, pdk}; strings.Join(mods, " ") != strings.Join(want, " ") {
+		t.Errorf("the SDK module's graph is %q; it must be exactly %q", mods, want)
+	}
+	// go-pdk's exact version: the only one Pixie's host is tested with (docs/abi.md).
+	if !strings.Contains(string(out), pdk+" v1.1.3\n") {
+		t.Errorf("the SDK must require %s v1.1.3:\n%s", pdk, out)
+	}
 }

@@ -4,7 +4,7 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/pixie-dev/pixie/internal/abi"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 // answerKeys are the valid answers of q as they appear in Answer.Probabilities, in order:

@@ -7,9 +7,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 
-	"github.com/pixie-dev/pixie/internal/abi"
 	"github.com/pixie-dev/pixie/internal/judge"
 	"github.com/pixie-dev/pixie/internal/model"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 // A bool judgment on an OpenAI-compatible server that returns log-probabilities: the "yes"

@@ -12,8 +12,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/pixie-dev/pixie/internal/abi"
 	"github.com/pixie-dev/pixie/internal/model"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 const (

@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pixie-dev/pixie/internal/abi"
 	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 // jevPath is the System One endpoint under the base URL.

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pixie-dev/pixie/internal/abi"
 	"github.com/pixie-dev/pixie/internal/credentials"
 	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 // envKeys is a KeyStore whose environment holds key.

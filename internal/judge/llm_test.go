@@ -11,9 +11,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pixie-dev/pixie/internal/abi"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/model"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 // TestLogprobExtraction runs recorded OpenAI-format responses through the real SDK and checks

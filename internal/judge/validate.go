@@ -8,8 +8,8 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/pixie-dev/pixie/internal/abi"
 	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 // Limits of one judge request. They hold for every engine.

@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pixie-dev/pixie/internal/abi"
 	"github.com/pixie-dev/pixie/internal/config"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/judge"
 	"github.com/pixie-dev/pixie/internal/model"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 func judgeReq() abi.JudgeRequest {

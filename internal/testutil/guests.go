@@ -15,7 +15,7 @@ import (
 var guestMu sync.Mutex
 
 // GuestPath returns the path of the WASM guest called name, building it first when the module
-// is missing or older than its sources (the guest's folder, sdk/, internal/abi/, go.mod). name
+// is missing or older than its sources (the guest's folder, sdk/, sdk/abi/, go.mod, sdk/go.mod). name
 // is a folder under guests/: "block-risky-commands", or "testdata/fault-loop" for a test
 // fixture. Modules go to bin/guests/<name>.wasm, as `make guests` puts them; a build writes a
 // temporary file and renames it, so packages testing in parallel never read half a module.
@@ -30,7 +30,7 @@ func GuestPath(t testing.TB, name string) string {
 	guestMu.Lock()
 	defer guestMu.Unlock()
 	if st, err := os.Stat(out); err == nil && !newerThan(t, st.ModTime(), src,
-		filepath.Join(root, "sdk"), filepath.Join(root, "internal", "abi"), filepath.Join(root, "go.mod")) {
+		filepath.Join(root, "sdk"), filepath.Join(root, "sdk", "abi"), filepath.Join(root, "go.mod"), filepath.Join(root, "sdk", "go.mod")) {
 		return out
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

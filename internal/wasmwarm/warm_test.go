@@ -11,9 +11,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pixie-dev/pixie/internal/abi"
 	"github.com/pixie-dev/pixie/internal/testutil"
 	"github.com/pixie-dev/pixie/runtime/wasm"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 func TestWarmCompileCache(t *testing.T) {

@@ -26,10 +26,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pixie-dev/pixie/internal/abi"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/runtime"
 	"github.com/pixie-dev/pixie/runtime/sandbox"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 // Defaults.

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pixie-dev/pixie/internal/abi"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/runtime"
 	"github.com/pixie-dev/pixie/runtime/sandbox"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 // TestMain lets the test binary play the pixie binary: the default Config re-executes

@@ -30,9 +30,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pixie-dev/pixie/internal/abi"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/store"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 // DefaultMaxSize is the default cap on a module's size (16 MiB).

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pixie-dev/pixie/internal/abi"
 	"github.com/pixie-dev/pixie/runtime"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 func git(t *testing.T, dir string, args ...string) {

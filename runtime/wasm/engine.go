@@ -10,7 +10,7 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/pixie-dev/pixie/hostfuncs"
-	"github.com/pixie-dev/pixie/internal/abi"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 // engine is what the executor and the validator share: the wazero runtime configuration and

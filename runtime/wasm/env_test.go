@@ -8,13 +8,13 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/pixie-dev/pixie/internal/abi"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/store"
 	"github.com/pixie-dev/pixie/internal/store/badgerstore"
 	"github.com/pixie-dev/pixie/internal/testutil"
 	"github.com/pixie-dev/pixie/runtime"
 	"github.com/pixie-dev/pixie/runtime/modules"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 // testEnv is a server-like setup: a real Badger store, the registry with the real validator,

@@ -18,10 +18,10 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/pixie-dev/pixie/hostfuncs"
-	"github.com/pixie-dev/pixie/internal/abi"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/later"
 	"github.com/pixie-dev/pixie/runtime"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 // Source resolves module references and loads module bodies; *modules.Registry implements it.

@@ -12,9 +12,9 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/pixie-dev/pixie/hostfuncs"
-	"github.com/pixie-dev/pixie/internal/abi"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/runtime/modules"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 // Import namespaces the host provides.

@@ -47,8 +47,8 @@ import (
 	"time"
 
 	"github.com/pixie-dev/pixie/hostfuncs"
-	"github.com/pixie-dev/pixie/internal/abi"
 	"github.com/pixie-dev/pixie/runtime/modules"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 // MountPath is where the session's cwd appears inside a guest, read-only; PWD is set to it.

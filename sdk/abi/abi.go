@@ -1,9 +1,12 @@
 // Package abi is the vocabulary shared by every side of a rule run: the host-function namespace
-// and names that WASM guests import, the run contract's exit codes and variable names, and the
-// wire structs that cross the guest boundary and the helper routes (gate output, ask, judge,
-// log, errors), and the binary context block of pixie_context (context.go). It imports only the standard library, so the guest SDK (sdk/), the host
-// functions (hostfuncs/), the decision engine (internal/judge) and the server all use the same
-// definitions. The ABI is documented for guest authors in docs/abi.md.
+// and names that WASM guests import, the run contract's exit codes and variable names, the wire
+// structs that cross the guest boundary and the helper routes (gate output, ask, judge, log,
+// errors), and the binary context block of pixie_context (context.go).
+//
+// It lives in the guest SDK's module (github.com/pixie-dev/pixie/sdk) and imports only the
+// standard library, so that the SDK, the host functions (hostfuncs/), the decision engine
+// (internal/judge) and the server all use one definition, and a guest author's module depends on
+// nothing of the server's. The ABI is documented for guest authors in docs/abi.md.
 package abi
 
 import "encoding/json"
