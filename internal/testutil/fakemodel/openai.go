@@ -21,11 +21,11 @@ func NewOpenAI(t testing.TB, script Script) *Server {
 }
 
 type openaiBody struct {
-	Model  string            `json:"model"`
-	Stream bool              `json:"stream"`
+	Model  string `json:"model"`
+	Stream bool   `json:"stream"`
 	// Input is a string (one user message) or a list of items.
 	Input json.RawMessage `json:"input"`
-	Tools  []struct {
+	Tools []struct {
 		Type string `json:"type"`
 		Name string `json:"name"`
 		// Namespace tools (MCP servers grouped by some clients) list their functions.
