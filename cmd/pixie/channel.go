@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -23,10 +22,6 @@ import (
 	"github.com/pixie-dev/pixie/internal/model"
 	"github.com/pixie-dev/pixie/internal/store"
 )
-
-func init() {
-	register(verb{name: "lark", usage: "the Lark channel: pixie lark status | bind | unbind | pair | allow … | loci | locus … | sessions | session … | delivery | finish | wait | qa", run: cmdLark})
-}
 
 // newLarkChannel builds the Lark channel from the configuration. Its credentials live in the
 // home's credentials file; a missing binding is not an error (the channel is then unavailable
@@ -51,30 +46,82 @@ func newLarkChannel(ctx context.Context, cfg config.Config, log *slog.Logger, st
 	})
 }
 
-const larkUsage = `usage:
-  pixie lark status [--json]                    binding, availability and why not, drop counts
-  pixie lark bind --app-id ID                   bind a bot; reads the app secret, the verification token
-                                                and (optionally) the encrypt key from stdin, one per line
-  pixie lark unbind                             remove the binding and its secrets
-  pixie lark pair [--cancel]                    mint a five-minute /pair code (or cancel the pending one)
-  pixie lark allow ls [--json] | add OPEN_ID [--name N] [--owner] | rm OPEN_ID | owner OPEN_ID
-  pixie lark loci [--json]                      every Locus with its sessions and current delivery
-  pixie lark locus show|archive|cancel ID [--reason R] | tier ID read|shell | executor ID builtin|external
-  pixie lark sessions [--json]                  main sessions (/bind targets)
-  pixie lark session add ID [--workspace DIR] | archive ID
-  pixie lark delivery CHILD [--wait SECONDS]    the current delivery of a child (external executor)
-  pixie lark finish CHILD DELIVERY (--reply TEXT|- | --no-reply REASON)
-  pixie lark wait CHILD DELIVERY [--extend SECONDS]
-  pixie lark qa SESSION [--workspace DIR] [--open-id OU]   open (or return) the session's Q&A group
-connection flags (every subcommand): --url, --token, --home`
+// larkLeaf is one `pixie lark` subcommand: key is its name in larkRun ("allow add"), defs
+// defines the flags it takes.
+func larkLeaf(key, args string, nargs [2]int, summary string, defs func(fs *flag.FlagSet, f *larkFlags)) *command {
+	name := key
+	if i := strings.LastIndexByte(key, ' '); i >= 0 {
+		name = key[i+1:]
+	}
+	return &command{name: name, args: args, nargs: nargs, summary: summary, flags: func(fs *flag.FlagSet) runFunc {
+		f := &larkFlags{}
+		if defs != nil {
+			defs(fs, f)
+		}
+		return withClient(fs, func(ctx context.Context, io cmdIO, c *apiClient, pos []string) error {
+			return larkRun(ctx, c, key, pos, *f, io.stdin, io.stdout)
+		})
+	}}
+}
 
-// cmdLark runs `pixie lark …`.
-func cmdLark(ctx context.Context, args []string) int {
-	return runLark(ctx, args, os.Stdin, os.Stdout, os.Stderr)
+func larkJSON(fs *flag.FlagSet, f *larkFlags) { fs.BoolVar(&f.asJSON, "json", false, "print JSON") }
+
+func larkReason(fs *flag.FlagSet, f *larkFlags) {
+	fs.StringVar(&f.reason, "reason", "", "the reason recorded")
+}
+
+func init() {
+	register(&command{name: "lark", summary: "the Lark channel: binding, allowlist, pairing, Loci, sessions, the external executor", subs: []*command{
+		larkLeaf("status", "", [2]int{}, "binding, availability and why not, drop counts", larkJSON),
+		larkLeaf("bind", "", [2]int{}, "bind a bot; reads the app secret, the verification token and (optionally) the encrypt key from stdin, one per line",
+			func(fs *flag.FlagSet, f *larkFlags) { fs.StringVar(&f.appID, "app-id", "", "the app id (cli_…)") }),
+		larkLeaf("unbind", "", [2]int{}, "remove the binding and its secrets", nil),
+		larkLeaf("pair", "", [2]int{}, "mint a five-minute /pair code (or --cancel the pending one)",
+			func(fs *flag.FlagSet, f *larkFlags) {
+				fs.BoolVar(&f.cancel, "cancel", false, "cancel the pending code")
+			}),
+		{name: "allow", summary: "the allowlist", subs: []*command{
+			larkLeaf("allow ls", "", [2]int{}, "who may ask", larkJSON),
+			larkLeaf("allow add", "OPEN_ID", one, "allow someone", func(fs *flag.FlagSet, f *larkFlags) {
+				fs.StringVar(&f.name, "name", "", "a display label")
+				fs.BoolVar(&f.owner, "owner", false, "mark as the owner (the person the Q&A group action adds)")
+			}),
+			larkLeaf("allow rm", "OPEN_ID", one, "remove someone", nil),
+			larkLeaf("allow owner", "OPEN_ID", one, "make someone the owner", nil),
+		}},
+		larkLeaf("loci", "", [2]int{}, "every Locus with its sessions and current delivery", larkJSON),
+		{name: "locus", summary: "one Locus", subs: []*command{
+			larkLeaf("locus show", "ID", one, "one Locus", nil),
+			larkLeaf("locus archive", "ID", one, "archive a Locus", larkReason),
+			larkLeaf("locus cancel", "ID", one, "cancel a Locus's current delivery", larkReason),
+			larkLeaf("locus tier", "ID read|shell", two, "the tool tier of its child", nil),
+			larkLeaf("locus executor", "ID builtin|external", two, "who serves its deliveries", nil),
+		}},
+		larkLeaf("sessions", "", [2]int{}, "main sessions (/bind targets)", larkJSON),
+		{name: "session", summary: "one main session", subs: []*command{
+			larkLeaf("session add", "ID", one, "add a main session", func(fs *flag.FlagSet, f *larkFlags) {
+				fs.StringVar(&f.workspace, "workspace", "", "the session's workspace (absolute)")
+			}),
+			larkLeaf("session archive", "ID", one, "archive a main session", nil),
+		}},
+		larkLeaf("delivery", "CHILD", one, "the current delivery of a child (external executor)", func(fs *flag.FlagSet, f *larkFlags) {
+			fs.IntVar(&f.wait, "wait", 0, "wait up to this many seconds for one (max 60)")
+		}),
+		larkLeaf("finish", "CHILD DELIVERY", two, "end a delivery with --reply TEXT|- or --no-reply REASON", func(fs *flag.FlagSet, f *larkFlags) {
+			fs.Func("reply", `the reply body ("-" reads stdin)`, func(v string) error { f.reply, f.replySet = v, true; return nil })
+			fs.Func("no-reply", "end without a reply, for this reason", func(v string) error { f.noReply, f.noReplySet = v, true; return nil })
+		}),
+		larkLeaf("wait", "CHILD DELIVERY", two, "move a delivery's deadline", func(fs *flag.FlagSet, f *larkFlags) {
+			fs.IntVar(&f.extend, "extend", 0, "seconds from now (default 3600, capped at 24h after acceptance)")
+		}),
+		larkLeaf("qa", "SESSION", one, "open (or return) the session's Q&A group", func(fs *flag.FlagSet, f *larkFlags) {
+			fs.StringVar(&f.workspace, "workspace", "", "the session's workspace (absolute)")
+			fs.StringVar(&f.openID, "open-id", "", "the person to add (default: the allowlist's owner)")
+		}),
+	}})
 }
 
 type larkFlags struct {
-	cf                                     clientFlags
 	asJSON, owner, cancel                  bool
 	appID, name, reason, workspace, openID string
 	reply, noReply                         string
@@ -82,66 +129,9 @@ type larkFlags struct {
 	replySet, noReplySet                   bool
 }
 
+// runLark runs `pixie lark …` (the tests' entry point).
 func runLark(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintln(stderr, larkUsage)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
-	}
-	cmd, args := args[0], args[1:]
-	if cmd == "allow" || cmd == "locus" || cmd == "session" {
-		if len(args) == 0 {
-			fmt.Fprintf(stderr, "pixie lark %s: a subcommand is required\n%s\n", cmd, larkUsage)
-			return 2
-		}
-		cmd, args = cmd+" "+args[0], args[1:]
-	}
-	want := map[string]int{ // positional arguments
-		"status": 0, "bind": 0, "unbind": 0, "pair": 0,
-		"allow ls": 0, "allow add": 1, "allow rm": 1, "allow owner": 1,
-		"loci": 0, "locus show": 1, "locus archive": 1, "locus cancel": 1, "locus tier": 2, "locus executor": 2,
-		"sessions": 0, "session add": 1, "session archive": 1,
-		"delivery": 1, "finish": 2, "wait": 2, "qa": 1,
-	}
-	n, known := want[cmd]
-	if !known {
-		fmt.Fprintf(stderr, "pixie lark: unknown subcommand %q\n%s\n", cmd, larkUsage)
-		return 2
-	}
-	var f larkFlags
-	fs := flag.NewFlagSet("lark "+cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	f.cf.add(fs)
-	fs.BoolVar(&f.asJSON, "json", false, "print JSON")
-	fs.BoolVar(&f.owner, "owner", false, "allow add: mark as the owner (the person the Q&A group action adds)")
-	fs.BoolVar(&f.cancel, "cancel", false, "pair: cancel the pending code")
-	fs.StringVar(&f.appID, "app-id", "", "bind: the app id (cli_…)")
-	fs.StringVar(&f.name, "name", "", "allow add: a display label")
-	fs.StringVar(&f.reason, "reason", "", "locus archive/cancel: the reason recorded")
-	fs.StringVar(&f.workspace, "workspace", "", "session add, qa: the session's workspace (absolute)")
-	fs.StringVar(&f.openID, "open-id", "", "qa: the person to add (default: the allowlist's owner)")
-	fs.IntVar(&f.wait, "wait", 0, "delivery: wait up to this many seconds for one (max 60)")
-	fs.IntVar(&f.extend, "extend", 0, "wait: seconds from now (default 3600, capped at 24h after acceptance)")
-	fs.Func("reply", "finish: the reply body (\"-\" reads stdin)", func(v string) error { f.reply, f.replySet = v, true; return nil })
-	fs.Func("no-reply", "finish: end without a reply, for this reason", func(v string) error { f.noReply, f.noReplySet = v, true; return nil })
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return 2
-	}
-	if len(pos) != n {
-		fmt.Fprintf(stderr, "pixie lark %s: want %d argument(s), got %d\n%s\n", cmd, n, len(pos), larkUsage)
-		return 2
-	}
-	c, err := newClient(f.cf)
-	if err != nil {
-		return failTo(stderr, err)
-	}
-	if err := larkRun(ctx, c, cmd, pos, f, stdin, stdout); err != nil {
-		return failTo(stderr, err)
-	}
-	return 0
+	return executeVerb(ctx, "lark", args, cmdIO{stdin, stdout, stderr})
 }
 
 func larkRun(ctx context.Context, c *apiClient, cmd string, pos []string, f larkFlags, stdin io.Reader, stdout io.Writer) error {

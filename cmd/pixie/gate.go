@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -19,157 +17,104 @@ import (
 
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/gate"
+	"github.com/pixie-dev/pixie/internal/yamlline"
 )
 
 func init() {
-	register(verb{name: "gate", usage: "Pixie gates: pixie gate list | show NAME | apply -f gates.yaml | try | records", run: cmdGate})
+	register(&command{name: "gate", summary: "Pixie gates: list, show, apply, try, records", subs: []*command{
+		{name: "list", summary: "gates, their points, rules and presets", flags: func(fs *flag.FlagSet) runFunc {
+			asJSON := fs.Bool("json", false, "print JSON")
+			return withClient(fs, func(ctx context.Context, io cmdIO, c *apiClient, _ []string) error {
+				return gateList(ctx, c, io.stdout, *asJSON)
+			})
+		}},
+		{name: "show", args: "NAME", nargs: one, summary: "one gate as YAML (or JSON)", flags: func(fs *flag.FlagSet) runFunc {
+			asJSON := fs.Bool("json", false, "print JSON")
+			return withClient(fs, func(ctx context.Context, io cmdIO, c *apiClient, pos []string) error {
+				return gateShow(ctx, c, io.stdout, pos[0], *asJSON)
+			})
+		}},
+		{name: "apply", summary: "save the whole set (gates and presets) from YAML or JSON",
+			help: `Saves the whole set (gates and presets) from a YAML or JSON file ("-" reads stdin).
+A refused save lists every problem by field, and saves nothing.`,
+			flags: func(fs *flag.FlagSet) runFunc {
+				file := fs.String("f", "", "the YAML or JSON file (- reads stdin)")
+				return withClient(fs, func(ctx context.Context, io cmdIO, c *apiClient, _ []string) error {
+					if *file == "" {
+						return usagef("needs -f FILE")
+					}
+					return gateApply(ctx, c, io.stdin, io.stdout, *file)
+				})
+			}},
+		{name: "try", args: "NAME|-f FILE", nargs: optional, summary: "run a saved or draft gate on a sample; nothing is recorded",
+			help: `Runs a saved gate (NAME) or a draft (-f FILE, YAML or JSON) on a sample text with the
+real model. Nothing is recorded. Exits 1 when the trial reports an error.`,
+			flags: func(fs *flag.FlagSet) runFunc {
+				file := fs.String("f", "", "a draft gate in YAML or JSON (- reads stdin)")
+				target := fs.String("target", "", "the sample text")
+				targetFile := fs.String("target-file", "", "read the sample text from this file")
+				tool := fs.String("tool", "", "the tool name at tool points")
+				toolArgs := fs.String("args", "", "the tool arguments JSON")
+				structured := fs.Bool("structured", false, "the tool result carries a structured value")
+				agent := fs.String("agent", "", "root or child")
+				asJSON := fs.Bool("json", false, "print JSON")
+				return withClient(fs, func(ctx context.Context, io cmdIO, c *apiClient, pos []string) error {
+					if (len(pos) == 1) == (*file != "") {
+						return usagef("needs a saved gate's NAME or -f FILE, not both")
+					}
+					if (*target == "") == (*targetFile == "") {
+						return usagef("needs --target TEXT or --target-file FILE")
+					}
+					s := gate.Sample{Target: *target, Agent: *agent, Structured: *structured}
+					if *targetFile != "" {
+						raw, err := readInput(io.stdin, *targetFile)
+						if err != nil {
+							return err
+						}
+						s.Target = string(raw)
+					}
+					if *tool != "" || *toolArgs != "" {
+						s.Tool = &gate.Tool{Name: *tool}
+						if *toolArgs != "" {
+							if !json.Valid([]byte(*toolArgs)) {
+								return usagef("--args must be JSON")
+							}
+							s.Tool.Args = json.RawMessage(*toolArgs)
+						}
+					}
+					name := ""
+					if len(pos) == 1 {
+						name = pos[0]
+					}
+					return gateTry(ctx, c, io.stdin, io.stdout, name, *file, s, *asJSON)
+				})
+			}},
+		{name: "records", args: "--session S | RUN_ID", nargs: optional, summary: "a session's run records, newest first (or one record in full)",
+			flags: func(fs *flag.FlagSet) runFunc {
+				session := fs.String("session", "", "the session")
+				limit := fs.Int("limit", 0, "records per page (default 50)")
+				cursor := fs.String("cursor", "", "the next-page cursor a previous page printed")
+				asJSON := fs.Bool("json", false, "print JSON")
+				return withClient(fs, func(ctx context.Context, io cmdIO, c *apiClient, pos []string) error {
+					if (len(pos) == 1) == (*session != "") {
+						return usagef("needs --session S or a RUN_ID")
+					}
+					if len(pos) == 1 {
+						var rec json.RawMessage
+						if err := c.do(ctx, http.MethodGet, "/v1/gates/records/"+url.PathEscape(pos[0]), nil, &rec); err != nil {
+							return err
+						}
+						return printIndented(io.stdout, rec)
+					}
+					return gateRecords(ctx, c, io.stdout, *session, *cursor, *limit, *asJSON)
+				})
+			}},
+	}})
 }
 
-const gateUsage = `usage:
-  pixie gate list [--json]                      gates, their points, rules and presets
-  pixie gate show NAME [--json]                 one gate as YAML (or JSON)
-  pixie gate apply -f gates.yaml                save the whole set (gates and presets) from YAML
-                                                or JSON ("-" reads stdin); refused saves list
-                                                every problem by field
-  pixie gate try NAME|-f gate.yaml --target TEXT|--target-file F [--tool NAME --args JSON]
-                [--structured] [--agent root|child] [--json]
-                                                run a saved or draft gate's task on a sample
-                                                with the real model; nothing is recorded and
-                                                the script is not run
-  pixie gate records --session S [--limit N] [--cursor C] [--json]
-                                                a session's run records, newest first
-  pixie gate records RUN_ID                     one record in full (JSON)
-connection flags (every subcommand): --url, --token, --home`
-
-// cmdGate runs `pixie gate …`.
-func cmdGate(ctx context.Context, args []string) int {
-	return runGate(ctx, args, os.Stdin, os.Stdout, os.Stderr)
-}
-
+// runGate runs `pixie gate …` (the tests' entry point).
 func runGate(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintln(stderr, gateUsage)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
-	}
-	sub, args := args[0], args[1:]
-	fs := flag.NewFlagSet("gate "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var cf clientFlags
-	cf.add(fs)
-	asJSON := fs.Bool("json", false, "print JSON")
-	file := fs.String("f", "", "YAML or JSON file (apply, try); - reads stdin")
-	target := fs.String("target", "", "the sample text (try)")
-	targetFile := fs.String("target-file", "", "read the sample text from this file (try)")
-	tool := fs.String("tool", "", "the tool name at tool points (try)")
-	toolArgs := fs.String("args", "", "the tool arguments JSON (try)")
-	structured := fs.Bool("structured", false, "the tool result carries a structured value (try)")
-	agent := fs.String("agent", "", "root or child (try)")
-	session := fs.String("session", "", "the session (records)")
-	limit := fs.Int("limit", 0, "records per page (records; default 50)")
-	cursor := fs.String("cursor", "", "the next-page cursor a previous page printed (records)")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return 2
-	}
-	usageErr := func(format string, a ...any) int {
-		fmt.Fprintf(stderr, "pixie gate %s: %s\n%s\n", sub, fmt.Sprintf(format, a...), gateUsage)
-		return 2
-	}
-	switch sub {
-	case "list":
-		if len(pos) != 0 {
-			return usageErr("takes no arguments")
-		}
-	case "show":
-		if len(pos) != 1 {
-			return usageErr("needs the gate's name")
-		}
-	case "apply":
-		if len(pos) != 0 || *file == "" {
-			return usageErr("needs -f FILE")
-		}
-	case "try":
-		if (len(pos) == 1) == (*file != "") || len(pos) > 1 {
-			return usageErr("needs a saved gate's NAME or -f FILE, not both")
-		}
-		if (*target == "") == (*targetFile == "") {
-			return usageErr("needs --target TEXT or --target-file FILE")
-		}
-	case "records":
-		if (len(pos) == 1) == (*session != "") || len(pos) > 1 {
-			return usageErr("needs --session S or a RUN_ID")
-		}
-	default:
-		fmt.Fprintf(stderr, "pixie gate: unknown subcommand %q\n%s\n", sub, gateUsage)
-		return 2
-	}
-	c, err := newClient(cf)
-	if err != nil {
-		return gateFail(stderr, err)
-	}
-	switch sub {
-	case "list":
-		err = gateList(ctx, c, stdout, *asJSON)
-	case "show":
-		err = gateShow(ctx, c, stdout, pos[0], *asJSON)
-	case "apply":
-		err = gateApply(ctx, c, stdin, stdout, *file)
-	case "try":
-		s := gate.Sample{Target: *target, Agent: *agent, Structured: *structured}
-		if *targetFile != "" {
-			raw, rerr := readInput(stdin, *targetFile)
-			if rerr != nil {
-				return gateFail(stderr, rerr)
-			}
-			s.Target = string(raw)
-		}
-		if *tool != "" || *toolArgs != "" {
-			s.Tool = &gate.Tool{Name: *tool}
-			if *toolArgs != "" {
-				if !json.Valid([]byte(*toolArgs)) {
-					return usageErr("--args must be JSON")
-				}
-				s.Tool.Args = json.RawMessage(*toolArgs)
-			}
-		}
-		name := ""
-		if len(pos) == 1 {
-			name = pos[0]
-		}
-		err = gateTry(ctx, c, stdin, stdout, name, *file, s, *asJSON)
-	case "records":
-		if len(pos) == 1 {
-			var rec json.RawMessage
-			if err = c.do(ctx, http.MethodGet, "/v1/gates/records/"+url.PathEscape(pos[0]), nil, &rec); err == nil {
-				err = printIndented(stdout, rec)
-			}
-		} else {
-			err = gateRecords(ctx, c, stdout, *session, *cursor, *limit, *asJSON)
-		}
-	}
-	if err != nil {
-		return gateFail(stderr, err)
-	}
-	return 0
-}
-
-// gateFail prints an error; a refused save's problems are printed one per line, by field.
-func gateFail(w io.Writer, err error) int {
-	fmt.Fprintln(w, "pixie:", err)
-	var ce *errs.Error
-	if errors.As(err, &ce) && ce.Details != nil {
-		raw, _ := json.Marshal(ce.Details)
-		var ps []gate.Problem
-		if json.Unmarshal(raw, &ps) == nil && len(ps) > 0 && ps[0].Field != "" {
-			for _, p := range ps {
-				fmt.Fprintf(w, "  %s: %s\n", p.Field, p.Message)
-			}
-		}
-	}
-	return 1
+	return executeVerb(ctx, "gate", args, cmdIO{stdin, stdout, stderr})
 }
 
 func readInput(stdin io.Reader, path string) ([]byte, error) {
@@ -181,10 +126,14 @@ func readInput(stdin io.Reader, path string) ([]byte, error) {
 
 // yamlToJSON converts a YAML (or JSON) document to JSON, so the server's decoding (and its
 // defaults for absent fields) applies unchanged.
-func yamlToJSON(raw []byte) ([]byte, error) {
+func yamlToJSON(raw []byte, name string) ([]byte, error) {
 	var v any
 	if err := yaml.Unmarshal(raw, &v); err != nil {
-		return nil, errs.Wrap(errs.Invalid, err, "not YAML: %v", err)
+		if name == "-" {
+			name = "stdin"
+		}
+		err = yamlline.Fix(raw, err)
+		return nil, errs.Wrap(errs.Invalid, err, "%s is not YAML: %v", name, strings.TrimPrefix(err.Error(), "yaml: "))
 	}
 	out, err := json.Marshal(v)
 	if err != nil {
@@ -256,7 +205,7 @@ func gateApply(ctx context.Context, c *apiClient, stdin io.Reader, w io.Writer, 
 	if err != nil {
 		return err
 	}
-	body, err := yamlToJSON(raw)
+	body, err := yamlToJSON(raw, file)
 	if err != nil {
 		return err
 	}
@@ -279,7 +228,7 @@ func gateTry(ctx context.Context, c *apiClient, stdin io.Reader, w io.Writer, na
 		if err != nil {
 			return err
 		}
-		if draft, err = yamlToJSON(raw); err != nil {
+		if draft, err = yamlToJSON(raw, file); err != nil {
 			return err
 		}
 	}
@@ -288,7 +237,13 @@ func gateTry(ctx context.Context, c *apiClient, stdin io.Reader, w io.Writer, na
 		return err
 	}
 	if asJSON {
-		return writeJSON(w, res)
+		if err := writeJSON(w, res); err != nil {
+			return err
+		}
+		if res.Error != "" {
+			return exitCode(1)
+		}
+		return nil
 	}
 	fmt.Fprintf(w, "action: %s\n", res.Action)
 	if res.Error != "" {
@@ -309,6 +264,9 @@ func gateTry(ctx context.Context, c *apiClient, stdin io.Reader, w io.Writer, na
 		fmt.Fprintln(w, "(the gate's script was not run: trials have no session sandbox policy)")
 	}
 	fmt.Fprintf(w, "usage: %d in, %d out\n", res.Usage.InputTokens, res.Usage.OutputTokens)
+	if res.Error != "" {
+		return exitCode(1) // the error is printed above, once
+	}
 	return nil
 }
 
@@ -348,20 +306,4 @@ func gateRecords(ctx context.Context, c *apiClient, w io.Writer, session, cursor
 		fmt.Fprintf(w, "more: --cursor %s\n", page.Next)
 	}
 	return nil
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
-func printIndented(w io.Writer, raw []byte) error {
-	var b bytes.Buffer
-	if err := json.Indent(&b, raw, "", "  "); err != nil {
-		return err
-	}
-	b.WriteByte('\n')
-	_, err := w.Write(b.Bytes())
-	return err
 }

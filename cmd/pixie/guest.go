@@ -16,62 +16,44 @@ import (
 // Pixie guest needs (docs/guests.md).
 
 func init() {
-	register(verb{name: "guest", usage: "WASM guests: pixie guest build DIR [-o OUT.wasm]", run: cmdGuest})
+	register(&command{name: "guest", summary: "WASM guests: build", subs: []*command{
+		{name: "build", args: "DIR", nargs: one, summary: "build the guest package in DIR into a .wasm module",
+			help: `Builds the guest package in DIR (a Go main package exporting gate or run with
+//go:wasmexport) with the Go toolchain on PATH:
+  GOOS=wasip1 GOARCH=wasm CGO_ENABLED=0 go build -buildmode=c-shared -trimpath
+The module goes to -o, by default <name of DIR>.wasm in the current directory.`,
+			flags: func(fs *flag.FlagSet) runFunc {
+				out := fs.String("o", "", "the module file to write (default <name of DIR>.wasm)")
+				return func(ctx context.Context, io cmdIO, pos []string) error {
+					return guestBuild(ctx, io, pos[0], *out)
+				}
+			}},
+	}})
 }
 
-const guestUsage = `usage:
-  pixie guest build DIR [-o OUT.wasm]
-      build the guest package in DIR (a Go main package exporting gate or run with
-      //go:wasmexport) with the Go toolchain on PATH:
-        GOOS=wasip1 GOARCH=wasm CGO_ENABLED=0 go build -buildmode=c-shared -trimpath
-      The module goes to OUT, by default <name of DIR>.wasm in the current directory.`
-
-func cmdGuest(ctx context.Context, args []string) int {
-	return runGuest(ctx, args, os.Stdout, os.Stderr)
-}
-
+// runGuest runs `pixie guest …` (the tests' entry point).
 func runGuest(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintln(stderr, guestUsage)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
-	}
-	if args[0] != "build" {
-		fmt.Fprintf(stderr, "pixie guest: unknown subcommand %q\n%s\n", args[0], guestUsage)
-		return 2
-	}
-	fs := flag.NewFlagSet("guest build", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	out := fs.String("o", "", "the module file to write (default <name of DIR>.wasm)")
-	pos, err := parseInterspersed(fs, args[1:])
-	if err != nil {
-		return 2
-	}
-	if len(pos) != 1 {
-		fmt.Fprintf(stderr, "pixie guest build: needs the guest's folder\n%s\n", guestUsage)
-		return 2
-	}
-	dir := pos[0]
-	if *out == "" {
+	return executeVerb(ctx, "guest", args, cmdIO{os.Stdin, stdout, stderr})
+}
+
+func guestBuild(ctx context.Context, io cmdIO, dir, out string) error {
+	if out == "" {
 		abs, err := filepath.Abs(dir)
 		if err != nil {
-			return failTo(stderr, err)
+			return err
 		}
-		*out = filepath.Base(abs) + ".wasm"
+		out = filepath.Base(abs) + ".wasm"
 	}
-	if !strings.HasSuffix(*out, ".wasm") {
-		fmt.Fprintf(stderr, "pixie guest build: the output %q should end in .wasm\n", *out)
-		return 2
+	if !strings.HasSuffix(out, ".wasm") {
+		return usagef("the output %q should end in .wasm", out)
 	}
-	if err := guestbuild.Build(ctx, dir, *out); err != nil {
-		return failTo(stderr, err)
+	if err := guestbuild.Build(ctx, dir, out); err != nil {
+		return err
 	}
-	st, err := os.Stat(*out)
+	st, err := os.Stat(out)
 	if err != nil {
-		return failTo(stderr, err)
+		return err
 	}
-	fmt.Fprintf(stdout, "built %s (%d bytes); upload it with: pixie module push %s\n", *out, st.Size(), *out)
-	return 0
+	fmt.Fprintf(io.stdout, "built %s (%d bytes); upload it with: pixie module push %s\n", out, st.Size(), out)
+	return nil
 }

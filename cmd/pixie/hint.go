@@ -10,109 +10,50 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode/utf8"
 
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/hint"
 )
 
 func init() {
-	register(verb{name: "hint", usage: "the hint queue: pixie hint send TEXT [--session S] | ls | rm ID | watch", run: cmdHint})
-}
-
-const hintUsage = `usage:
-  pixie hint send TEXT [--session S]   queue a hint (TEXT "-" reads stdin); no --session: every session
-  pixie hint ls [--all] [--json]       pending hints (--all: and recently consumed)
-  pixie hint rm ID                     cancel a pending hint
-  pixie hint watch [--json]            follow the event stream until interrupted
-connection flags (every subcommand): --url, --token, --home`
-
-// cmdHint runs `pixie hint …`.
-func cmdHint(ctx context.Context, args []string) int {
-	return runHint(ctx, args, os.Stdin, os.Stdout, os.Stderr)
-}
-
-func runHint(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintln(stderr, hintUsage)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
-	}
-	sub, args := args[0], args[1:]
-	fs := flag.NewFlagSet("hint "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var cf clientFlags
-	cf.add(fs)
-	session := fs.String("session", "", "target session id (send); empty means every session")
-	all := fs.Bool("all", false, "also list recently consumed hints (ls)")
-	asJSON := fs.Bool("json", false, "print JSON (ls, watch)")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return 2
-	}
-	want := map[string]int{"send": 1, "ls": 0, "rm": 1, "watch": 0}
-	n, known := want[sub]
-	if !known {
-		fmt.Fprintf(stderr, "pixie hint: unknown subcommand %q\n%s\n", sub, hintUsage)
-		return 2
-	}
-	if len(pos) != n {
-		fmt.Fprintf(stderr, "pixie hint %s: want %d argument(s), got %d\n%s\n", sub, n, len(pos), hintUsage)
-		return 2
-	}
-	c, err := newClient(cf)
-	if err != nil {
-		return failTo(stderr, err)
-	}
-	switch sub {
-	case "send":
-		err = hintSend(ctx, c, stdin, stdout, pos[0], *session)
-	case "ls":
-		err = hintList(ctx, c, stdout, *all, *asJSON)
-	case "rm":
-		err = c.do(ctx, http.MethodDelete, "/v1/hints/"+url.PathEscape(pos[0]), nil, nil)
-		if err == nil {
-			fmt.Fprintln(stdout, "cancelled", pos[0])
-		}
-	case "watch":
-		err = hintWatch(ctx, c, stdout, stderr, *asJSON)
-	}
-	if err != nil {
-		return failTo(stderr, err)
-	}
-	return 0
-}
-
-// parseInterspersed parses flags that may come after positional arguments
-// (`send "text" --session s`) and returns the positionals.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		if args[0] == "--" {
-			return append(pos, args[1:]...), nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
-}
-
-func failTo(w io.Writer, err error) int {
-	fmt.Fprintln(w, "pixie:", err)
-	return 1
+	register(&command{name: "hint", summary: "the hint queue: send, ls, rm, watch", subs: []*command{
+		{name: "send", args: "TEXT", nargs: one, summary: `queue a hint (TEXT "-" reads stdin)`,
+			help: `Queues a hint (TEXT "-" reads stdin). With --session it waits for that session's next
+step. Without --session it is a global hint: the first session that takes a step sees it, once
+(it is not copied to every session).`,
+			flags: func(fs *flag.FlagSet) runFunc {
+				session := fs.String("session", "", "the target session id; empty: the first session that takes a step")
+				return withClient(fs, func(ctx context.Context, io cmdIO, c *apiClient, pos []string) error {
+					return hintSend(ctx, c, io.stdin, io.stdout, pos[0], *session)
+				})
+			}},
+		{name: "ls", summary: "pending hints (--all: and recently consumed)", flags: func(fs *flag.FlagSet) runFunc {
+			all := fs.Bool("all", false, "also list recently consumed hints")
+			asJSON := fs.Bool("json", false, "print JSON")
+			return withClient(fs, func(ctx context.Context, io cmdIO, c *apiClient, _ []string) error {
+				return hintList(ctx, c, io.stdout, *all, *asJSON)
+			})
+		}},
+		{name: "rm", args: "ID", nargs: one, summary: "cancel a pending hint", flags: func(fs *flag.FlagSet) runFunc {
+			return withClient(fs, func(ctx context.Context, io cmdIO, c *apiClient, pos []string) error {
+				if err := c.do(ctx, http.MethodDelete, "/v1/hints/"+url.PathEscape(pos[0]), nil, nil); err != nil {
+					return err
+				}
+				fmt.Fprintln(io.stdout, "cancelled", pos[0])
+				return nil
+			})
+		}},
+		{name: "watch", summary: "follow the event stream until interrupted", flags: func(fs *flag.FlagSet) runFunc {
+			asJSON := fs.Bool("json", false, "print JSON")
+			return withClient(fs, func(ctx context.Context, io cmdIO, c *apiClient, _ []string) error {
+				return hintWatch(ctx, c, io.stdout, io.stderr, *asJSON)
+			})
+		}},
+	}})
 }
 
 func hintSend(ctx context.Context, c *apiClient, stdin io.Reader, stdout io.Writer, text, session string) error {
@@ -132,15 +73,16 @@ func hintSend(ctx context.Context, c *apiClient, stdin io.Reader, stdout io.Writ
 	if err := c.do(ctx, http.MethodPost, "/v1/hints", map[string]string{"text": text, "sessionId": session}, &r); err != nil {
 		return err
 	}
-	who := "every session"
-	if session != "" {
-		who = "session " + session
+	if session == "" {
+		// A global hint is taken once, by whichever session steps first (spec: hint.md).
+		fmt.Fprintf(stdout, "queued %s as a global hint: the first session that takes a step sees it, once (it is not copied to every session)\n", r.HintID)
+	} else {
+		when := "the next task step will pick it up"
+		if r.Running {
+			when = "the agent will see it at its next step"
+		}
+		fmt.Fprintf(stdout, "queued %s for session %s: %s\n", r.HintID, session, when)
 	}
-	when := "the next task step will pick it up"
-	if r.Running {
-		when = "the agent will see it at its next step"
-	}
-	fmt.Fprintf(stdout, "queued %s for %s: %s\n", r.HintID, who, when)
 	for _, d := range r.Dropped {
 		fmt.Fprintf(stdout, "dropped %s (the oldest pending hint, over the backlog cap): %s\n", d.ID, oneLine(d.Text, 60))
 	}
@@ -180,6 +122,9 @@ func hintList(ctx context.Context, c *apiClient, stdout io.Writer, all, asJSON b
 // server asked for when the connection drops. It returns nil when ctx ends, and an error when
 // the server refuses the stream (auth, missing route).
 func hintWatch(ctx context.Context, c *apiClient, stdout, stderr io.Writer, asJSON bool) error {
+	if err := c.ready(); err != nil {
+		return err
+	}
 	retry := 3 * time.Second
 	for {
 		err := watchOnce(ctx, c, stdout, asJSON, &retry)
@@ -200,6 +145,9 @@ func hintWatch(ctx context.Context, c *apiClient, stdout, stderr io.Writer, asJS
 }
 
 func watchOnce(ctx context.Context, c *apiClient, stdout io.Writer, asJSON bool, retry *time.Duration) error {
+	if err := c.ready(); err != nil {
+		return err
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/v1/hints/events", nil)
 	if err != nil {
 		return err
@@ -209,18 +157,12 @@ func watchOnce(ctx context.Context, c *apiClient, stdout io.Writer, asJSON bool,
 	// No client timeout: the stream is meant to stay open.
 	resp, err := (&http.Client{}).Do(req)
 	if err != nil {
-		return errs.Wrap(errs.Unavailable, err, "cannot reach the Pixie server at %s", c.base)
+		return c.unreachable(err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		var eb struct {
-			Error struct{ Code, Message string } `json:"error"`
-		}
-		if json.Unmarshal(raw, &eb) == nil && eb.Error.Code != "" {
-			return errs.New(errs.Code(eb.Error.Code), "HTTP %d: %s", resp.StatusCode, eb.Error.Message)
-		}
-		return errs.New(errs.Upstream, "HTTP %d from the event stream", resp.StatusCode)
+		return c.answerError(resp.StatusCode, raw)
 	}
 	br := bufio.NewReader(resp.Body)
 	var event string
@@ -288,14 +230,4 @@ func printFrame(w io.Writer, event, data string, asJSON bool) {
 		}
 	}
 	fmt.Fprintf(w, "%s %s\n", event, data)
-}
-
-// oneLine shows text on one line, cut to n code points.
-func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
 }

@@ -71,7 +71,7 @@ func TestHintCLI(t *testing.T) {
 		t.Fatalf("send: %d %q", code, out)
 	}
 	id := m[1]
-	if out, code := testutil.RunPixie(t, ctx, env, "hint", "send", "for everyone"); code != 0 || !strings.Contains(out, "for every session") {
+	if out, code := testutil.RunPixie(t, ctx, env, "hint", "send", "for everyone"); code != 0 || !strings.Contains(out, "global hint: the first session that takes a step sees it") {
 		t.Fatalf("global send: %d %q", code, out)
 	}
 	out, code = testutil.RunPixie(t, ctx, env, "hint", "ls")

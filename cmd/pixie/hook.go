@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -19,12 +18,11 @@ import (
 )
 
 func init() {
-	register(verb{name: "hook", usage: "agent hook adapter: pixie hook claude [--preset P] [--url U] [--fail-open|--fail-closed] (JSON on stdin)", run: cmdHook})
+	register(&command{name: "hook", args: "claude < hook-input.json", nargs: one, summary: "agent hook adapter for Claude Code and Codex (hook input JSON on stdin)",
+		help: hookHelp, flags: hookFlags, usageCode: hookExitUsage})
 }
 
-const hookUsage = `usage: pixie hook claude [flags] < hook-input.json
-
-Runs as a Claude Code (or Codex) command hook: the hook input JSON on stdin is sent to the Pixie
+const hookHelp = `Runs as a Claude Code (or Codex) command hook: the hook input JSON on stdin is sent to the Pixie
 server (POST /v1/hooks/claude-code), and its answer is printed on stdout with exit 0. Events Pixie
 does not handle answer {} without contacting the server.
 
@@ -32,9 +30,7 @@ When the server cannot answer (down, unreachable, timed out, or refusing the cal
 fails open (prints {}, exit 0: the step goes on) or closed (exit 2 with the reason on stderr: the
 prompt, tool call or tool result is blocked). Stop and SubagentStop always fail open: blocking
 there would make the agent keep working. The default comes from hooks.failOpen in pixie.yaml
-(PIXIE_HOOKS_FAIL_OPEN); the flags override it.
-
-flags:`
+(PIXIE_HOOKS_FAIL_OPEN); the flags override it.`
 
 // Exit codes of the command adapter (Claude Code's command hook protocol).
 const (
@@ -43,40 +39,44 @@ const (
 	hookExitUsage = 1 // bad flags or bad input: a non-blocking error for the host
 )
 
-// cmdHook runs `pixie hook claude`.
-func cmdHook(ctx context.Context, args []string) int {
-	return runHook(ctx, args, os.Stdin, os.Stdout, os.Stderr)
+// runHook runs `pixie hook …` (the tests' entry point).
+func runHook(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return executeVerb(ctx, "hook", args, cmdIO{stdin, stdout, stderr})
 }
 
-func runHook(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 0 || (args[0] != "claude" && args[0] != "codex") {
-		fmt.Fprintln(stderr, "pixie hook: the adapter is `pixie hook claude` (Codex uses the same wire format)")
-		return hookExitUsage
-	}
-	fs := flag.NewFlagSet("hook "+args[0], flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprintln(stderr, hookUsage); fs.PrintDefaults() }
-	var cf clientFlags
-	cf.add(fs)
-	preset := fs.String("preset", "", "the session's preset (default: hooks.defaultPreset of the server)")
-	timeout := fs.Duration("timeout", 0, "server call timeout (default hooks.timeout, 30s)")
-	failOpen := fs.Bool("fail-open", false, "when the server cannot answer, let the step go on")
-	failClosed := fs.Bool("fail-closed", false, "when the server cannot answer, block the step (exit 2)")
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return hookExitOK
+// hookArgs are the flags of `pixie hook`.
+type hookArgs struct {
+	cf                   clientFlags
+	preset               string
+	timeout              time.Duration
+	failOpen, failClosed bool
+}
+
+func hookFlags(fs *flag.FlagSet) runFunc {
+	f := &hookArgs{}
+	f.cf.add(fs)
+	f.cf.tokenEnv = []string{"PIXIE_TOKEN"}
+	fs.StringVar(&f.preset, "preset", "", "the session's preset (default: hooks.defaultPreset of the server)")
+	fs.DurationVar(&f.timeout, "timeout", 0, "server call timeout (default hooks.timeout, 30s)")
+	fs.BoolVar(&f.failOpen, "fail-open", false, "when the server cannot answer, let the step go on")
+	fs.BoolVar(&f.failClosed, "fail-closed", false, "when the server cannot answer, block the step (exit 2)")
+	return func(ctx context.Context, io cmdIO, pos []string) error {
+		if pos[0] != "claude" && pos[0] != "codex" {
+			return usagef("the adapter is `pixie hook claude` (Codex uses the same wire format), not %q", pos[0])
 		}
-		return hookExitUsage
+		if code := runHookWith(ctx, *f, io.stdin, io.stdout, io.stderr); code != 0 {
+			return exitCode(code)
+		}
+		return nil
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "pixie hook: unexpected argument %q\n", fs.Arg(0))
-		return hookExitUsage
-	}
-	if *failOpen && *failClosed {
+}
+
+func runHookWith(ctx context.Context, f hookArgs, stdin io.Reader, stdout, stderr io.Writer) int {
+	if f.failOpen && f.failClosed {
 		fmt.Fprintln(stderr, "pixie hook: --fail-open and --fail-closed exclude each other")
 		return hookExitUsage
 	}
-	if err := hooks.CheckPreset(*preset); err != nil {
+	if err := hooks.CheckPreset(f.preset); err != nil {
 		fmt.Fprintln(stderr, "pixie hook:", err)
 		return hookExitUsage
 	}
@@ -104,7 +104,7 @@ func runHook(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 
 	// Settings: flags, then the configuration (file and PIXIE_* environment).
 	open, limit := false, 30*time.Second
-	if home, err := config.ResolveHome(cf.home, os.Getenv); err == nil {
+	if home, err := config.ResolveHome(f.cf.home, os.Getenv); err == nil {
 		if c, err := config.Load(home, os.Getenv, os.Environ(), nil); err == nil {
 			open, limit = c.Hooks.FailOpen, c.Hooks.Timeout
 		} else {
@@ -112,13 +112,13 @@ func runHook(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		}
 	}
 	switch {
-	case *failOpen:
+	case f.failOpen:
 		open = true
-	case *failClosed:
+	case f.failClosed:
 		open = false
 	}
-	if *timeout > 0 {
-		limit = *timeout
+	if f.timeout > 0 {
+		limit = f.timeout
 	}
 	if limit <= 0 {
 		limit = 30 * time.Second
@@ -127,7 +127,7 @@ func runHook(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		open = true
 	}
 
-	answer, err := hookCall(ctx, cf, *preset, input, limit)
+	answer, err := hookCall(ctx, f.cf, f.preset, input, limit)
 	if errs.Is(err, errs.TooLarge) {
 		// Too large to check is not a server failure: the step goes on, and the user is told.
 		out := hooks.Output{SystemMessage: "Pixie did not check this step: " + err.Error()}
@@ -151,9 +151,6 @@ func runHook(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 
 // hookCall posts the input to the server within limit and returns the answer body.
 func hookCall(ctx context.Context, cf clientFlags, preset string, input []byte, limit time.Duration) ([]byte, error) {
-	if cf.token == "" && os.Getenv("PIXIE_ADMIN_TOKEN") == "" {
-		cf.token = os.Getenv("PIXIE_TOKEN")
-	}
 	c, err := newClient(cf)
 	if err != nil {
 		return nil, err

@@ -21,12 +21,11 @@ import (
 )
 
 func init() {
-	register(verb{name: "init", usage: "set up an agent host: pixie init claude|codex [--write] [--user] [--preset P] [--command]", run: cmdInit})
+	register(&command{name: "init", args: "claude|codex", nargs: one, summary: "set up an agent host: print (or --write) the hooks, the MCP entry and the agent skill",
+		help: initHelp, flags: initFlags})
 }
 
-const initUsage = `usage: pixie init claude|codex [flags]
-
-claude: prints the Claude Code settings that connect a project to Pixie: the hooks block for
+const initHelp = `claude: prints the Claude Code settings that connect a project to Pixie: the hooks block for
 .claude/settings.json (http hooks to POST /v1/hooks/claude-code, or command hooks running
 pixie hook claude with --command) and the MCP server entry for .mcp.json (pixie mcp). With
 --write it merges them into those files (other entries are kept) and installs the agent skill
@@ -36,9 +35,7 @@ pixie-gate-guide into .claude/skills/. With --user it targets ~/.claude/settings
 codex: prints the Codex hooks (command hooks, for .codex/hooks.json) and the MCP entry for
 config.toml. With --write it merges the hooks into .codex/hooks.json (--user: ~/.codex/hooks.json)
 and installs the agent skill into .agents/skills/ (--user: ~/.agents/skills/); add the printed
-[mcp_servers.pixie] table to config.toml yourself.
-
-flags:`
+[mcp_servers.pixie] table to config.toml yourself.`
 
 // hookEvents are the Claude Code events Pixie handles, in the order they are written.
 var hookEvents = []string{hooks.EventUserPromptSubmit, hooks.EventPreToolUse, hooks.EventPostToolUse, hooks.EventStop, hooks.EventSubagentStop}
@@ -55,39 +52,41 @@ type initOptions struct {
 	pixie     string // how to invoke the pixie binary
 }
 
-// cmdInit runs `pixie init claude|codex`.
-func cmdInit(ctx context.Context, args []string) int {
-	return runInit(ctx, args, os.Stdout, os.Stderr)
+// runInit runs `pixie init …` (the tests' entry point).
+func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return executeVerb(ctx, "init", args, cmdIO{os.Stdin, stdout, stderr})
 }
 
-func runInit(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || (args[0] != "claude" && args[0] != "codex") {
-		fmt.Fprintln(stderr, "pixie init: the agent host is `claude` (Claude Code) or `codex`: pixie init claude [--write]")
-		return 2
-	}
-	codex := args[0] == "codex"
-	fs := flag.NewFlagSet("init "+args[0], flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprintln(stderr, initUsage); fs.PrintDefaults() }
-	write := fs.Bool("write", false, "write the settings, the MCP entry and the agent skill (default: print them)")
-	user := fs.Bool("user", false, "target the user's Claude Code folder (~/.claude) instead of the project")
-	preset := fs.String("preset", "", "the preset the hooks name (default hooks.defaultPreset)")
-	command := fs.Bool("command", false, "command hooks (pixie hook claude) instead of http hooks")
-	project := fs.String("dir", "", "the project folder (default: the current directory)")
-	skillDir := fs.String("skill-dir", "", "the skills folder the agent skill goes into (default hooks.skillDir, else .claude/skills)")
-	serverURL := fs.String("url", "", "the Pixie server URL (default $PIXIE_SERVER_URL, else http://<addr> from the configuration)")
-	home := fs.String("home", "", "Pixie home (default $PIXIE_HOME, else ~/.pixie)")
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
+// initArgs are the flags of `pixie init`.
+type initArgs struct {
+	write, user, command                       bool
+	preset, project, skillDir, serverURL, home string
+}
+
+func initFlags(fs *flag.FlagSet) runFunc {
+	f := &initArgs{}
+	fs.BoolVar(&f.write, "write", false, "write the settings, the MCP entry and the agent skill (default: print them)")
+	fs.BoolVar(&f.user, "user", false, "target the user's Claude Code folder (~/.claude) instead of the project")
+	fs.StringVar(&f.preset, "preset", "", "the preset the hooks name (default hooks.defaultPreset)")
+	fs.BoolVar(&f.command, "command", false, "command hooks (pixie hook claude) instead of http hooks")
+	fs.StringVar(&f.project, "dir", "", "the project folder (default: the current directory)")
+	fs.StringVar(&f.skillDir, "skill-dir", "", "the skills folder the agent skill goes into (default hooks.skillDir, else .claude/skills)")
+	fs.StringVar(&f.serverURL, "url", "", "the Pixie server URL (default $PIXIE_SERVER_URL, else http://<addr> from the configuration)")
+	fs.StringVar(&f.home, "home", "", "Pixie home (default $PIXIE_HOME, else ~/.pixie)")
+	return func(_ context.Context, io cmdIO, pos []string) error {
+		if pos[0] != "claude" && pos[0] != "codex" {
+			return usagef("the agent host is `claude` (Claude Code) or `codex`, not %q", pos[0])
 		}
-		return 2
+		if code := initRun(pos[0], *f, io.stdout, io.stderr); code != 0 {
+			return exitCode(code)
+		}
+		return nil
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "pixie init: unexpected argument %q\n", fs.Arg(0))
-		return 2
-	}
-	h, err := config.ResolveHome(*home, os.Getenv)
+}
+
+func initRun(host string, f initArgs, stdout, stderr io.Writer) int {
+	codex := host == "codex"
+	h, err := config.ResolveHome(f.home, os.Getenv)
 	if err != nil {
 		return failTo(stderr, err)
 	}
@@ -95,7 +94,7 @@ func runInit(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return failTo(stderr, err)
 	}
-	o := initOptions{serverURL: *serverURL, preset: *preset, command: *command || codex, pixie: pixieCommand()}
+	o := initOptions{serverURL: f.serverURL, preset: f.preset, command: f.command || codex, pixie: pixieCommand()}
 	if o.serverURL == "" {
 		o.serverURL = os.Getenv("PIXIE_SERVER_URL")
 	}
@@ -115,30 +114,30 @@ func runInit(_ context.Context, args []string, stdout, stderr io.Writer) int {
 
 	settings := claudeHooks(o)
 	mcpEntry := mcpServerEntry(o)
-	if !*write {
+	if !f.write {
 		if codex {
 			printCodex(stdout, o, settings)
 		} else {
-			printInit(stdout, o, settings, mcpEntry, *user, filepath.Join(h, "token"))
+			printInit(stdout, o, settings, mcpEntry, f.user, filepath.Join(h, "token"))
 		}
 		return 0
 	}
 
 	// Where things go.
-	base := *project
+	base := f.project
 	if base == "" {
 		if base, err = os.Getwd(); err != nil {
 			return failTo(stderr, err)
 		}
 	}
 	root := base
-	if *user {
+	if f.user {
 		if root, err = os.UserHomeDir(); err != nil {
 			return failTo(stderr, err)
 		}
 	}
 	claudeDir := filepath.Join(root, ".claude")
-	skills := *skillDir
+	skills := f.skillDir
 	if skills == "" && cfg.Hooks.SkillDir != "" {
 		if skills, err = config.ExpandPath(cfg.Hooks.SkillDir); err != nil {
 			return failTo(stderr, err)
@@ -162,7 +161,7 @@ func runInit(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	switch {
 	case codex:
 		fmt.Fprintf(stdout, "add the MCP server to Codex's config.toml:\n%s", codexMCP(o))
-	case *user:
+	case f.user:
 		fmt.Fprintln(stdout, "add the MCP server for every project with:")
 		fmt.Fprintf(stdout, "  claude mcp add --scope user pixie -e PIXIE_SERVER_URL=%s -- %s mcp\n", o.serverURL, o.pixie)
 	default:

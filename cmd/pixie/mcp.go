@@ -10,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -20,12 +19,11 @@ import (
 )
 
 func init() {
-	register(verb{name: "mcp", usage: "MCP server over stdio for agents: hint_send, hint_status, judge, pet_locus_finish, pet_locus_wait (pixie mcp [--session S])", run: cmdMCP})
+	register(&command{name: "mcp", summary: "MCP server over stdio for agents: hint_send, hint_status, judge, pet_locus_finish, pet_locus_wait",
+		help: mcpHelp, flags: mcpFlags})
 }
 
-const mcpUsage = `usage: pixie mcp [flags]
-
-An MCP server over stdio (newline-delimited JSON-RPC) exposing Pixie's model-side tools to an
+const mcpHelp = `An MCP server over stdio (newline-delimited JSON-RPC) exposing Pixie's model-side tools to an
 agent host such as Claude Code: hint_send, hint_status and judge, and for a child session that
 serves a Lark Locus, pet_locus_finish and pet_locus_wait. Each tool is a thin client of the
 running Pixie server (pixie serve); nothing is stored here.
@@ -33,40 +31,24 @@ running Pixie server (pixie serve); nothing is stored here.
 The calling session is --session. hint_send and hint_status use it when they name no session
 (without it, hint_send with no sessionId queues a global hint, taken by any session's next
 step); pet_locus_finish and pet_locus_wait act for it (the child serving the Locus) and fail
-without it.
+without it.`
 
-flags:`
-
-// cmdMCP runs `pixie mcp`.
-func cmdMCP(ctx context.Context, args []string) int {
-	fs := flag.NewFlagSet("mcp", flag.ContinueOnError)
-	fs.Usage = func() { fmt.Fprintln(os.Stderr, mcpUsage); fs.PrintDefaults() }
+func mcpFlags(fs *flag.FlagSet) runFunc {
 	var cf clientFlags
 	cf.add(fs)
+	cf.tokenEnv = []string{"PIXIE_TOKEN"}
 	session := fs.String("session", "", "the calling session's id")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
+	return func(ctx context.Context, _ cmdIO, _ []string) error {
+		c, err := newClient(cf)
+		if err != nil {
+			return err
 		}
-		return 2
+		srv := newMCPServer(c, *session)
+		if err := srv.Run(ctx, &mcp.StdioTransport{}); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("mcp: %w", err)
+		}
+		return nil
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "pixie mcp: unexpected argument %q\n", fs.Arg(0))
-		return 2
-	}
-	if cf.token == "" && os.Getenv("PIXIE_ADMIN_TOKEN") == "" {
-		cf.token = os.Getenv("PIXIE_TOKEN")
-	}
-	c, err := newClient(cf)
-	if err != nil {
-		return fail(err)
-	}
-	srv := newMCPServer(c, *session)
-	if err := srv.Run(ctx, &mcp.StdioTransport{}); err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
-		fmt.Fprintln(os.Stderr, "pixie mcp:", err)
-		return 1
-	}
-	return 0
 }
 
 // mcpHintSendArgs are hint_send's arguments (the server's hint.SendArgs).

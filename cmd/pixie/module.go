@@ -151,83 +151,42 @@ func (w wasmInfo) MarshalJSON() ([]byte, error) {
 }
 
 func init() {
-	register(verb{name: "module", usage: "WASM modules: pixie module push FILE [--name N] | list | show NAME | rm NAME", run: cmdModule})
+	register(&command{name: "module", summary: "WASM modules: push, list, show, rm", subs: []*command{
+		{name: "push", args: "FILE.wasm", nargs: one, summary: "upload a module (validated first; pushing a name again replaces it)",
+			flags: func(fs *flag.FlagSet) runFunc {
+				name := fs.String("name", "", "the module's name (default: the file name without .wasm)")
+				asJSON := fs.Bool("json", false, "print JSON")
+				return withClient(fs, func(ctx context.Context, io cmdIO, c *apiClient, pos []string) error {
+					return modulePush(ctx, c, io.stdout, pos[0], *name, *asJSON)
+				})
+			}},
+		{name: "list", summary: "the modules: name, sha256, size, upload time", flags: func(fs *flag.FlagSet) runFunc {
+			asJSON := fs.Bool("json", false, "print JSON")
+			return withClient(fs, func(ctx context.Context, io cmdIO, c *apiClient, _ []string) error {
+				return moduleList(ctx, c, io.stdout, *asJSON)
+			})
+		}},
+		{name: "show", args: "NAME|SHA256", nargs: one, summary: "one module with its exports and imports", flags: func(fs *flag.FlagSet) runFunc {
+			asJSON := fs.Bool("json", false, "print JSON")
+			return withClient(fs, func(ctx context.Context, io cmdIO, c *apiClient, pos []string) error {
+				return moduleShow(ctx, c, io.stdout, pos[0], *asJSON)
+			})
+		}},
+		{name: "rm", args: "NAME", nargs: one, summary: "delete a module (refused while a saved gate uses it)", flags: func(fs *flag.FlagSet) runFunc {
+			return withClient(fs, func(ctx context.Context, io cmdIO, c *apiClient, pos []string) error {
+				if err := c.do(ctx, http.MethodDelete, "/v1/modules/"+url.PathEscape(pos[0]), nil, nil); err != nil {
+					return err
+				}
+				fmt.Fprintf(io.stdout, "deleted module %s\n", pos[0])
+				return nil
+			})
+		}},
+	}})
 }
 
-const moduleUsage = `usage:
-  pixie module push FILE.wasm [--name N] [--json]
-                              upload a module (validated first; the name defaults to the
-                              file name without .wasm; pushing a name again replaces it)
-  pixie module list [--json]  the modules: name, sha256, size, upload time
-  pixie module show NAME|SHA256 [--json]
-                              one module with its exports and imports
-  pixie module rm NAME        delete a module (refused while a saved gate uses it)
-connection flags (every subcommand): --url, --token, --home`
-
-func cmdModule(ctx context.Context, args []string) int {
-	return runModule(ctx, args, os.Stdout, os.Stderr)
-}
-
+// runModule runs `pixie module …` (the tests' entry point).
 func runModule(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintln(stderr, moduleUsage)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
-	}
-	sub, args := args[0], args[1:]
-	fs := flag.NewFlagSet("module "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var cf clientFlags
-	cf.add(fs)
-	asJSON := fs.Bool("json", false, "print JSON")
-	name := fs.String("name", "", "the module's name (push)")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return 2
-	}
-	usageErr := func(msg string) int {
-		fmt.Fprintf(stderr, "pixie module %s: %s\n%s\n", sub, msg, moduleUsage)
-		return 2
-	}
-	switch sub {
-	case "push":
-		if len(pos) != 1 {
-			return usageErr("needs the module file")
-		}
-	case "list":
-		if len(pos) != 0 {
-			return usageErr("takes no arguments")
-		}
-	case "show", "rm":
-		if len(pos) != 1 {
-			return usageErr("needs the module's name")
-		}
-	default:
-		fmt.Fprintf(stderr, "pixie module: unknown subcommand %q\n%s\n", sub, moduleUsage)
-		return 2
-	}
-	c, err := newClient(cf)
-	if err != nil {
-		return failTo(stderr, err)
-	}
-	switch sub {
-	case "push":
-		err = modulePush(ctx, c, stdout, pos[0], *name, *asJSON)
-	case "list":
-		err = moduleList(ctx, c, stdout, *asJSON)
-	case "show":
-		err = moduleShow(ctx, c, stdout, pos[0], *asJSON)
-	case "rm":
-		if err = c.do(ctx, http.MethodDelete, "/v1/modules/"+url.PathEscape(pos[0]), nil, nil); err == nil {
-			fmt.Fprintf(stdout, "deleted module %s\n", pos[0])
-		}
-	}
-	if err != nil {
-		return failTo(stderr, err)
-	}
-	return 0
+	return executeVerb(ctx, "module", args, cmdIO{os.Stdin, stdout, stderr})
 }
 
 // modulePush sends the file's bytes as the body of POST /v1/modules?name=N.
@@ -240,6 +199,9 @@ func modulePush(ctx context.Context, c *apiClient, stdout io.Writer, file, name 
 	}
 	body, err := os.ReadFile(file)
 	if err != nil {
+		return err
+	}
+	if err := c.ready(); err != nil {
 		return err
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/modules?name="+url.QueryEscape(name), bytes.NewReader(body))

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -27,127 +26,91 @@ import (
 	"github.com/pixie-dev/pixie/runtime/wasm"
 )
 
+// petLeaf is one `pixie pet` subcommand: key is its name in petCLI.run ("skills ls"), defs
+// defines the flags it takes.
+func petLeaf(key, args string, nargs [2]int, summary string, defs ...func(fs *flag.FlagSet, f *petFlags)) *command {
+	name := key
+	if i := strings.LastIndexByte(key, ' '); i >= 0 {
+		name = key[i+1:]
+	}
+	return &command{name: name, args: args, nargs: nargs, summary: summary, flags: func(fs *flag.FlagSet) runFunc {
+		f := &petFlags{}
+		for _, d := range defs {
+			d(fs, f)
+		}
+		return withClient(fs, func(ctx context.Context, io cmdIO, c *apiClient, pos []string) error {
+			p := petCLI{c: c, f: *f, stdin: io.stdin, out: io.stdout, errw: io.stderr}
+			code, err := p.run(ctx, key, pos)
+			if err != nil {
+				return err
+			}
+			if code != 0 {
+				return exitCode(code)
+			}
+			return nil
+		})
+	}}
+}
+
+func petJSON(fs *flag.FlagSet, f *petFlags) { fs.BoolVar(&f.asJSON, "json", false, "print JSON") }
+
+func petWorkspace(usage string) func(fs *flag.FlagSet, f *petFlags) {
+	return func(fs *flag.FlagSet, f *petFlags) { fs.StringVar(&f.workspace, "workspace", "", usage) }
+}
+
 func init() {
-	register(verb{name: "pet", usage: "Pet: pixie pet skills inspect|register|ls|enable|disable|shortcut|rm, invoke, retry, tasks, archive, env set|ls|rm, wheel, diagnostics, rebuild", run: cmdPet})
+	register(&command{name: "pet", summary: "Pet: Skills, invocations, tasks, environment values, the wheel", subs: []*command{
+		{name: "skills", summary: "Skills", subs: []*command{
+			petLeaf("skills inspect", "PATH", one, "read-only look at a Skill directory (name, description, files)"),
+			petLeaf("skills register", "PATH", one, "inspect, confirm (or --yes), then register the link name → PATH", func(fs *flag.FlagSet, f *petFlags) {
+				fs.BoolVar(&f.enable, "enable", false, "enable at once")
+				fs.BoolVar(&f.shortcut, "shortcut", false, "put on the wheel at once")
+				fs.BoolVar(&f.yes, "yes", false, "do not ask for confirmation")
+			}),
+			petLeaf("skills ls", "", [2]int{}, "registered Skills with their live state", petJSON),
+			petLeaf("skills enable", "NAME", one, "project into the Pet workspace"),
+			petLeaf("skills disable", "NAME", one, "remove from the Pet workspace"),
+			petLeaf("skills shortcut", "NAME on|off", two, "show on / hide from the wheel"),
+			petLeaf("skills rm", "NAME", one, "unregister (the directory is not touched)"),
+		}},
+		petLeaf("rebuild", "", [2]int{}, "rebuild the projection (the only cure for drift)"),
+		petLeaf("invoke", "SKILL", one, "invoke a Skill on a snapshot (--scope session:ID|workspace:ID|independent)", petJSON, func(fs *flag.FlagSet, f *petFlags) {
+			fs.StringVar(&f.scope, "scope", "", "session:ID, workspace:ID or independent (required)")
+			fs.StringVar(&f.workspace, "workspace", "", "the source workspace")
+			fs.StringVar(&f.cwd, "cwd", "", "the source's working directory")
+			fs.StringVar(&f.title, "title", "", "the source's title")
+			fs.StringVar(&f.selText, "selection", "", `the selected text ("-" reads stdin)`)
+			fs.StringVar(&f.transcript, "transcript", "", "a file holding a transcript excerpt")
+		}),
+		petLeaf("retry", "INVOCATION", one, "add a Run to a transiently failed invocation", petJSON),
+		petLeaf("tasks", "[TASK]", optional, "tasks (or one task with its invocations and runs)", petJSON, func(fs *flag.FlagSet, f *petFlags) {
+			fs.BoolVar(&f.all, "all", false, "archived ones too")
+			fs.StringVar(&f.scope, "scope", "", "only this scope")
+		}),
+		petLeaf("archive", "TASK", one, "close a task; the next invocation starts a new epoch"),
+		{name: "env", summary: "environment values", subs: []*command{
+			petLeaf("env set", "KEY VALUE|-", two, `set a value (VALUE "-" reads stdin; no --workspace: global)`, petWorkspace("the workspace scope (default: global)")),
+			petLeaf("env ls", "", [2]int{}, "values, masked", petJSON, petWorkspace("only this workspace's scope"), func(fs *flag.FlagSet, f *petFlags) {
+				fs.BoolVar(&f.global, "global", false, "only the global scope")
+			}),
+			petLeaf("env rm", "KEY", one, "remove a value", petWorkspace("the workspace scope (default: global)")),
+		}},
+		petLeaf("wheel", "", [2]int{}, "the wheel with availability", petJSON),
+		petLeaf("diagnostics", "", [2]int{}, "diagnostics (JSON)"),
+	}})
 }
 
-const petUsage = `usage:
-  pixie pet skills inspect PATH                 read-only look at a Skill directory (name, description, files)
-  pixie pet skills register PATH [--enable] [--shortcut] [--yes]
-                                                inspect, confirm (or --yes), then register the link name → PATH
-  pixie pet skills ls [--json]                  registered Skills with their live state
-  pixie pet skills enable|disable NAME          project into / remove from the Pet workspace
-  pixie pet skills shortcut NAME on|off         show on / hide from the wheel
-  pixie pet skills rm NAME                      unregister (the directory is not touched)
-  pixie pet rebuild                             rebuild the projection (the only cure for drift)
-  pixie pet invoke SKILL --scope session:ID|workspace:ID|independent
-        [--workspace ID] [--cwd DIR] [--title T] [--selection TEXT|-] [--transcript FILE] [--json]
-  pixie pet retry INVOCATION [--json]           add a Run to a transiently failed invocation
-  pixie pet tasks [TASK] [--all] [--scope S] [--json]
-  pixie pet archive TASK                        close a task; the next invocation starts a new epoch
-  pixie pet env set KEY VALUE|- [--workspace ID]   (VALUE "-" reads stdin; no --workspace: global)
-  pixie pet env ls [--workspace ID | --global] [--json]
-  pixie pet env rm KEY [--workspace ID]
-  pixie pet wheel [--json]
-  pixie pet diagnostics
-connection flags (every subcommand): --url, --token, --home`
-
-// cmdPet runs `pixie pet …`.
-func cmdPet(ctx context.Context, args []string) int {
-	return runPet(ctx, args, os.Stdin, os.Stdout, os.Stderr)
+// runPet runs `pixie pet …` (the tests' entry point).
+func runPet(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return executeVerb(ctx, "pet", args, cmdIO{stdin, stdout, stderr})
 }
 
-// petFlags are every flag of the pet subcommands (each uses its own).
+// petFlags are every flag of the pet subcommands (each defines the ones it uses).
 type petFlags struct {
-	cf                                    clientFlags
 	enable, shortcut, yes, asJSON, all    bool
 	global                                bool
 	scope, workspace, cwd, title, selText string
 	transcript                            string
-}
-
-func runPet(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintln(stderr, petUsage)
-		if len(args) == 0 {
-			return 2
-		}
-		return 0
-	}
-	cmd, args := args[0], args[1:]
-	if cmd == "skills" || cmd == "env" {
-		if len(args) == 0 {
-			fmt.Fprintf(stderr, "pixie pet %s: a subcommand is required\n%s\n", cmd, petUsage)
-			return 2
-		}
-		cmd, args = cmd+" "+args[0], args[1:]
-	}
-	want := map[string][2]int{ // positional arguments: min, max
-		"skills inspect": {1, 1}, "skills register": {1, 1}, "skills ls": {0, 0}, "skills enable": {1, 1},
-		"skills disable": {1, 1}, "skills shortcut": {2, 2}, "skills rm": {1, 1}, "rebuild": {0, 0},
-		"invoke": {1, 1}, "retry": {1, 1}, "tasks": {0, 1}, "archive": {1, 1},
-		"env set": {2, 2}, "env ls": {0, 0}, "env rm": {1, 1}, "wheel": {0, 0}, "diagnostics": {0, 0},
-	}
-	n, known := want[cmd]
-	if !known {
-		fmt.Fprintf(stderr, "pixie pet: unknown subcommand %q\n%s\n", cmd, petUsage)
-		return 2
-	}
-	var f petFlags
-	fs := flag.NewFlagSet("pet "+cmd, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	f.cf.add(fs)
-	fs.BoolVar(&f.enable, "enable", false, "register: enable at once")
-	fs.BoolVar(&f.shortcut, "shortcut", false, "register: put on the wheel at once")
-	fs.BoolVar(&f.yes, "yes", false, "register: do not ask for confirmation")
-	fs.BoolVar(&f.asJSON, "json", false, "print JSON")
-	fs.BoolVar(&f.all, "all", false, "tasks: archived ones too")
-	fs.BoolVar(&f.global, "global", false, "env ls: only the global scope")
-	fs.StringVar(&f.scope, "scope", "", "invoke: session:ID, workspace:ID or independent; tasks: filter")
-	fs.StringVar(&f.workspace, "workspace", "", "the source workspace (invoke), or the env scope")
-	fs.StringVar(&f.cwd, "cwd", "", "invoke: the source's working directory")
-	fs.StringVar(&f.title, "title", "", "invoke: the source's title")
-	fs.StringVar(&f.selText, "selection", "", `invoke: the selected text ("-" reads stdin)`)
-	fs.StringVar(&f.transcript, "transcript", "", "invoke: a file holding a transcript excerpt")
-	pos, err := parseInterspersed(fs, args)
-	if err != nil {
-		return 2
-	}
-	if len(pos) < n[0] || len(pos) > n[1] {
-		fmt.Fprintf(stderr, "pixie pet %s: wrong number of arguments\n%s\n", cmd, petUsage)
-		return 2
-	}
-	c, err := newClient(f.cf)
-	if err != nil {
-		return failTo(stderr, err)
-	}
-	p := petCLI{c: c, f: f, stdin: stdin, out: stdout, errw: stderr}
-	code, err := p.run(ctx, cmd, pos)
-	if err != nil {
-		return petFail(stderr, err)
-	}
-	return code
-}
-
-// petFail prints an error with its details (a refused Skill's problems, one per line).
-func petFail(w io.Writer, err error) int {
-	fmt.Fprintln(w, "pixie:", err)
-	var e *errs.Error
-	if errors.As(err, &e) && e.Details != nil {
-		if raw, err := json.Marshal(e.Details); err == nil {
-			var problems []pet.Problem
-			if json.Unmarshal(raw, &problems) == nil && len(problems) > 0 && problems[0].Reason != "" {
-				for _, p := range problems {
-					if p.Path != "" {
-						fmt.Fprintf(w, "  %s: %s\n", p.Path, p.Reason)
-					} else {
-						fmt.Fprintf(w, "  %s\n", p.Reason)
-					}
-				}
-			}
-		}
-	}
-	return 1
 }
 
 type petCLI struct {

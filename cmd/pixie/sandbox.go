@@ -9,6 +9,6 @@ import (
 // The hidden sandbox verb: the bash executor (runtime/bash) starts `pixie __sandbox …`, which
 // confines itself with Landlock and execs bash. It must not touch config, the store or signals.
 func init() {
-	register(verb{name: sandbox.Verb, hidden: true, usage: "confine with Landlock and exec a program (internal)",
-		run: func(_ context.Context, args []string) int { return sandbox.Main(args) }})
+	register(&command{name: sandbox.Verb, hidden: true, summary: "confine with Landlock and exec a program (internal)",
+		raw: func(_ context.Context, _ cmdIO, args []string) int { return sandbox.Main(args) }})
 }

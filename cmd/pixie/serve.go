@@ -7,12 +7,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/pixie-dev/pixie/internal/config"
 	"github.com/pixie-dev/pixie/internal/gate"
@@ -32,8 +35,27 @@ const (
 )
 
 func init() {
-	register(verb{name: "serve", usage: "start the server: pixie serve [--home DIR] [--addr HOST:PORT] [--set key=value]…", run: cmdServe})
-	register(verb{name: "config", usage: "print the effective configuration (secrets masked)", run: cmdConfig})
+	register(&command{name: "serve", summary: "start the server", flags: func(fs *flag.FlagSet) runFunc {
+		cf := configFlags(fs, true)
+		return func(ctx context.Context, io cmdIO, _ []string) error {
+			cfg, err := cf.load()
+			if err != nil {
+				return err
+			}
+			return serve(ctx, cfg, io.stdout)
+		}
+	}})
+	register(&command{name: "config", summary: "print the effective configuration (secrets masked)", flags: func(fs *flag.FlagSet) runFunc {
+		cf := configFlags(fs, true)
+		markdown := fs.Bool("markdown", false, "print the settings as the README's Markdown table")
+		return func(ctx context.Context, io cmdIO, _ []string) error {
+			cfg, err := cf.load()
+			if err != nil {
+				return err
+			}
+			return printConfig(io.stdout, cfg, *markdown)
+		}
+	}})
 }
 
 // setFlags collects repeated --set key=value flags.
@@ -49,71 +71,54 @@ func (s setFlags) Set(v string) error {
 	return nil
 }
 
-// loadConfig parses the shared --home/--addr/--set flags and loads the configuration.
-func loadConfig(name string, args []string) (config.Config, error) {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	home := fs.String("home", "", "Pixie home (default $PIXIE_HOME, else ~/.pixie)")
-	addr := fs.String("addr", "", "listen address host:port (default $PIXIE_ADDR, else 127.0.0.1:7777)")
-	sets := setFlags{}
-	fs.Var(sets, "set", "override any setting: --set model.provider=openai (repeatable)")
-	if err := fs.Parse(args); err != nil {
-		return config.Config{}, err
-	}
-	if fs.NArg() > 0 {
-		return config.Config{}, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	if *addr != "" {
-		sets["addr"] = *addr
-	}
-	h, err := config.ResolveHome(*home, os.Getenv)
-	if err != nil {
-		return config.Config{}, err
-	}
-	return config.Load(h, os.Getenv, os.Environ(), sets)
+// cfgFlags are the flags that choose the configuration: --home, --addr and --set.
+type cfgFlags struct {
+	home, addr *string
+	sets       setFlags
 }
 
-func cmdConfig(ctx context.Context, args []string) int {
-	markdown := false
-	rest := args[:0:0]
-	for _, a := range args {
-		if a == "--markdown" {
-			markdown = true
-			continue
-		}
-		rest = append(rest, a)
+func configFlags(fs *flag.FlagSet, withAddr bool) *cfgFlags {
+	f := &cfgFlags{sets: setFlags{}}
+	f.home = fs.String("home", "", "Pixie home (default $PIXIE_HOME, else ~/.pixie)")
+	empty := ""
+	f.addr = &empty
+	if withAddr {
+		f.addr = fs.String("addr", "", "listen address host:port (default $PIXIE_ADDR, else 127.0.0.1:7777)")
 	}
-	cfg, err := loadConfig("config", rest)
+	fs.Var(f.sets, "set", "override any setting: --set model.provider=openai (repeatable)")
+	return f
+}
+
+// load resolves the home and loads the configuration with the flags' overrides.
+func (f *cfgFlags) load() (config.Config, error) {
+	if *f.addr != "" {
+		f.sets["addr"] = *f.addr
+	}
+	h, err := config.ResolveHome(*f.home, os.Getenv)
 	if err != nil {
-		return fail(err)
+		return config.Config{}, err
 	}
+	return config.Load(h, os.Getenv, os.Environ(), f.sets)
+}
+
+func printConfig(w io.Writer, cfg config.Config, markdown bool) error {
 	if markdown {
-		fmt.Println("| key | environment | default | meaning |")
-		fmt.Println("| --- | --- | --- | --- |")
+		fmt.Fprintln(w, "| key | environment | default | meaning |")
+		fmt.Fprintln(w, "| --- | --- | --- | --- |")
 		for _, s := range cfg.Settings() {
 			def := "(empty)"
 			if s.Value != "" {
 				def = "`" + s.Value + "`"
 			}
-			fmt.Printf("| `%s` | `%s` | %s | %s |\n", s.Key, s.Env, def, s.Doc)
+			fmt.Fprintf(w, "| `%s` | `%s` | %s | %s |\n", s.Key, s.Env, def, s.Doc)
 		}
-		return 0
+		return nil
 	}
-	fmt.Printf("# home: %s\n", cfg.Home)
+	fmt.Fprintf(w, "# home: %s\n", cfg.Home)
 	for _, s := range cfg.Settings() {
-		fmt.Printf("%-28s = %-24s # %s\n", s.Key, s.Value, s.Env)
+		fmt.Fprintf(w, "%-28s = %-24s # %s\n", s.Key, s.Value, s.Env)
 	}
-	return 0
-}
-
-func cmdServe(ctx context.Context, args []string) int {
-	cfg, err := loadConfig("serve", args)
-	if err != nil {
-		return fail(err)
-	}
-	if err := serve(ctx, cfg); err != nil {
-		return fail(err)
-	}
-	return 0
+	return nil
 }
 
 func newLogger(cfg config.Config) *slog.Logger {
@@ -171,7 +176,7 @@ func prepareHome(home string) (token string, fresh bool, err error) {
 	return t, true, nil
 }
 
-func serve(ctx context.Context, cfg config.Config) error {
+func serve(ctx context.Context, cfg config.Config, out io.Writer) error {
 	log := newLogger(cfg)
 	token, fresh, err := prepareHome(cfg.Home)
 	if err != nil {
@@ -197,23 +202,36 @@ func serve(ctx context.Context, cfg config.Config) error {
 
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+		return listenError(cfg.Addr, err)
 	}
 	url := "http://" + ln.Addr().String()
 	if cfg.PublicURL == "" && a.gates != nil {
 		a.gates.SetHelperURL(url) // the real port, when --addr asked for :0
 	}
-	fmt.Printf("Pixie %s is listening on %s (home %s)\n", version, url, cfg.Home)
+	fmt.Fprintf(out, "Pixie %s is listening on %s (home %s)\n", version, url, cfg.Home)
 	if fresh {
-		fmt.Printf("Admin token (shown once; it is also in %s):\n  %s\n", filepath.Join(cfg.Home, tokenFile), token)
+		fmt.Fprintf(out, "Admin token (shown once; it is also in %s):\n  %s\n", filepath.Join(cfg.Home, tokenFile), token)
 	} else {
-		fmt.Printf("Admin token: in %s\n", filepath.Join(cfg.Home, tokenFile))
+		fmt.Fprintf(out, "Admin token: in %s\n", filepath.Join(cfg.Home, tokenFile))
 	}
-	fmt.Printf("Try: curl -H \"Authorization: Bearer $(cat %s)\" %s/v1/info\n", filepath.Join(cfg.Home, tokenFile), url)
+	fmt.Fprintf(out, "Try: curl -H \"Authorization: Bearer $(cat %s)\" %s/v1/info\n", filepath.Join(cfg.Home, tokenFile), url)
 	log.Info("serving", "addr", ln.Addr().String())
 	err = a.srv.Serve(ctx, ln, cfg.Server.ShutdownTimeout)
 	log.Info("stopped")
 	return err
+}
+
+// listenError explains a failed listen; a busy port suggests --addr.
+func listenError(addr string, err error) error {
+	if errors.Is(err, syscall.EADDRINUSE) {
+		host, port, _ := net.SplitHostPort(addr)
+		next := "another port"
+		if n, perr := strconv.Atoi(port); perr == nil && n > 0 && n < 65535 {
+			next = net.JoinHostPort(host, strconv.Itoa(n+1))
+		}
+		return fmt.Errorf("cannot listen on %s: the port is already in use (another `pixie serve`?). Stop it, or start on another address: pixie serve --addr %s (or set PIXIE_ADDR, or addr in pixie.yaml), and give the CLI the same address with --url http://%s", addr, next, next)
+	}
+	return fmt.Errorf("cannot listen on %s: %w", addr, err)
 }
 
 // app holds the wired services of a running server.

@@ -24,6 +24,8 @@ import (
 	"unicode"
 
 	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/pixie-dev/pixie/internal/yamlline"
 )
 
 // FileName is the configuration file inside the home.
@@ -270,6 +272,10 @@ func decodeFile(raw []byte, c *Config) error {
 		var te *yaml.TypeError
 		if errors.As(err, &te) && len(te.Errors) > 0 {
 			return &Error{Key: keyFromTypeError(raw, te.Errors[0]), Source: FileName, Msg: te.Errors[0]}
+		}
+		var ye *yamlline.Error
+		if errors.As(yamlline.Fix(raw, err), &ye) {
+			return &Error{Key: "(file)", Source: FileName + ":" + strconv.Itoa(ye.Line), Msg: "not YAML: " + ye.Msg}
 		}
 		return &Error{Key: "(file)", Source: FileName, Msg: err.Error()}
 	}
