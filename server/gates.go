@@ -57,8 +57,12 @@ func (s *Server) gatesGet(c echo.Context) error {
 
 // gatesPut saves the whole set, all-or-nothing; a refusal lists every problem by field.
 func (s *Server) gatesPut(c echo.Context) error {
-	var set gate.Set
-	if err := bind(c, &set); err != nil {
+	body, err := readObject(c)
+	if err != nil {
+		return err
+	}
+	set, err := gate.DecodeSet(body)
+	if err != nil {
 		return err
 	}
 	saved, err := s.deps.Gates.Save(c.Request().Context(), set)
@@ -82,8 +86,12 @@ func (s *Server) gateGet(c echo.Context) error {
 
 // gatePut adds or replaces one gate; the whole resulting set is validated.
 func (s *Server) gatePut(c echo.Context) error {
-	var g gate.Gate
-	if err := bind(c, &g); err != nil {
+	body, err := readObject(c)
+	if err != nil {
+		return err
+	}
+	g, err := gate.DecodeGate(body)
+	if err != nil {
 		return err
 	}
 	name := c.Param("name")
@@ -118,8 +126,12 @@ func (s *Server) gatePresets(c echo.Context) error {
 
 // gatePresetPut replaces one preset's attachments: {"gates":[{"gate":…,"enabled":…}]}.
 func (s *Server) gatePresetPut(c echo.Context) error {
-	var p gate.Preset
-	if err := bind(c, &p); err != nil {
+	body, err := readObject(c)
+	if err != nil {
+		return err
+	}
+	p, err := gate.DecodePreset(body)
+	if err != nil {
 		return err
 	}
 	name := c.Param("preset")
@@ -250,8 +262,12 @@ func (s *Server) gateTry(c echo.Context) error {
 	if err := capBody(c, maxEvalBody); err != nil {
 		return err
 	}
-	var req gate.TryRequest
-	if err := bind(c, &req); err != nil {
+	body, err := readObject(c)
+	if err != nil {
+		return err
+	}
+	req, err := gate.DecodeTry(body)
+	if err != nil {
 		return err
 	}
 	res, err := s.deps.Gates.Try(c.Request().Context(), req)

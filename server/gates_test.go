@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -416,5 +417,96 @@ printf '{"note":"%s %s %s %s"}' "$a" "$b" "$c" "$d"; exit 11
 	f.call(t, http.MethodGet, "/v1/gates/records/"+res.RunID, nil, &rec)
 	if raw, _ := json.Marshal(rec); strings.Contains(string(raw), string(tok)) {
 		t.Error("the run token reached the record")
+	}
+}
+
+// rawCall sends body as is (with the admin token and a JSON content type) and returns the
+// status and the decoded error (a non-2xx answer must have the error shape).
+func (f *gateFixture) rawCall(t testing.TB, method, path, body string) (int, ErrorBody) {
+	t.Helper()
+	hr, err := http.NewRequest(method, f.ts.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hr.Header.Set("Authorization", "Bearer "+testToken)
+	hr.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(hr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var eb ErrorBody
+	if resp.StatusCode >= 400 {
+		if err := json.Unmarshal(raw, &eb); err != nil || eb.Error.Code == "" {
+			t.Fatalf("%s %s: %d with a body not in the error shape: %s", method, path, resp.StatusCode, raw)
+		}
+	}
+	return resp.StatusCode, eb
+}
+
+// TestGateSavesRefuseBodiesThatAreNotTheirObject is the attack that once deleted every gate
+// and preset (PUT /v1/gates with null) or detached every gate (PUT /v1/gates/presets/P with
+// null), with its whole class: every body that is not the route's object, a whole-set save
+// that leaves out its lists, and a misspelt key at any depth. Each is a 400 that names the
+// problem, and the saved set (its revision included) does not change.
+func TestGateSavesRefuseBodiesThatAreNotTheirObject(t *testing.T) {
+	f := newGateFixture(t, `{"verdict":"pass"}`)
+	seed := map[string]any{
+		"gates": []map[string]any{
+			{"name": "fmt", "point": "user-message", "task": "Check {{target}}"},
+			{"name": "end", "point": "turn-end", "task": "Check {{target}}"},
+		},
+		"presets": []map[string]any{{"name": "dev", "gates": []map[string]any{{"gate": "fmt"}, {"gate": "end"}}}},
+	}
+	var before gate.Set
+	if st, eb := f.call(t, http.MethodPut, "/v1/gates", seed, &before); st != 200 {
+		t.Fatalf("seed: %d %+v", st, eb)
+	}
+	notObjects := map[string]string{"null": "null", "list": "[]", "string": `"gates"`, "number": "0",
+		"boolean": "true", "empty": "", "blank": " \n\t", "cut short": `{"gates":[`, "two values": `{"gates":[],"presets":[]} null`}
+	cases := []struct {
+		name, method, path, body, inMessage string
+	}{
+		{"set: no lists", "PUT", "/v1/gates", `{}`, "gates: is required"},
+		{"set: only a revision", "PUT", "/v1/gates", fmt.Sprintf(`{"revision":%d}`, before.Revision), "presets: is required"},
+		{"set: null lists", "PUT", "/v1/gates", `{"gates":null,"presets":null}`, "is required"},
+		{"set: misspelt nested key", "PUT", "/v1/gates",
+			`{"gates":[{"name":"fmt","point":"user-message","task":"t","advanced":{"onErrror":"stop"}}],"presets":[]}`,
+			"gates[0].advanced.onErrror"},
+		{"set: misspelt task", "PUT", "/v1/gates", `{"gates":[{"name":"fmt","point":"user-message","taks":"t"}],"presets":[]}`, "gates[0].taks"},
+		{"preset: no gates", "PUT", "/v1/gates/presets/dev", `{}`, "gates: is required"},
+		{"preset: null gates", "PUT", "/v1/gates/presets/dev", `{"gates":null}`, "gates: is required"},
+		{"preset: misspelt key", "PUT", "/v1/gates/presets/dev", `{"gates":[{"gate":"fmt","enabeld":false}]}`, "gates[0].enabeld"},
+		{"gate: misspelt key", "PUT", "/v1/gates/definitions/fmt", `{"point":"user-message","task":"t","advanced":{"timeout":5}}`, "advanced.timeout"},
+		{"try: misspelt key", "POST", "/v1/gates/try", `{"gate":{"point":"user-message","task":"t","advanced":{"onErrror":"stop"}},"sample":{"target":"x"}}`, "gate.advanced.onErrror"},
+	}
+	for what, body := range notObjects {
+		for _, p := range []struct{ method, path string }{{"PUT", "/v1/gates"}, {"PUT", "/v1/gates/presets/dev"},
+			{"PUT", "/v1/gates/definitions/fmt"}, {"PUT", "/v1/gates/presets/dev/gates/fmt"}, {"PUT", "/v1/gates/scripts"},
+			{"POST", "/v1/gates/evaluate"}, {"POST", "/v1/gates/try"}, {"PUT", "/v1/gates/sessions/s1/switches/fmt"}} {
+			cases = append(cases, struct{ name, method, path, body, inMessage string }{what + " " + p.path, p.method, p.path, body, ""})
+		}
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st, eb := f.rawCall(t, tc.method, tc.path, tc.body)
+			if st != http.StatusBadRequest || eb.Error.Code != "invalid" {
+				t.Fatalf("%d %+v, want 400 invalid", st, eb)
+			}
+			if !strings.Contains(eb.Error.Message, tc.inMessage) {
+				t.Fatalf("message %q does not name %q", eb.Error.Message, tc.inMessage)
+			}
+			var after gate.Set
+			f.call(t, http.MethodGet, "/v1/gates", nil, &after)
+			if !reflect.DeepEqual(after, before) {
+				t.Fatalf("the saved set changed:\nbefore %+v\nafter  %+v", before, after)
+			}
+		})
+	}
+	// The object the route expects still works, and an explicit empty list is the way to say
+	// "no gates".
+	if st, eb := f.rawCall(t, "PUT", "/v1/gates/presets/dev", `{"gates":[]}`); st != 200 {
+		t.Fatalf("explicit detach-all: %d %+v", st, eb)
 	}
 }

@@ -1,8 +1,6 @@
 package server
 
 import (
-	"errors"
-	"io"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -19,9 +17,9 @@ func (s *Server) mountJudge(g *echo.Group) {
 		return
 	}
 	g.POST("/judge", func(c echo.Context) error {
-		body, err := io.ReadAll(c.Request().Body)
+		body, err := readObject(c)
 		if err != nil {
-			return bodyErr(err)
+			return err
 		}
 		resp, err := j.JudgeJSON(c.Request().Context(), body)
 		if err != nil {
@@ -63,13 +61,4 @@ func (s *Server) mountJudge(g *echo.Group) {
 		}
 		return c.JSON(http.StatusOK, st)
 	})
-}
-
-// bodyErr maps a body read failure (usually the size cap) to a coded error.
-func bodyErr(err error) error {
-	var mbe *http.MaxBytesError
-	if errors.As(err, &mbe) {
-		return errs.New(errs.TooLarge, "request body is over the %d-byte limit", mbe.Limit)
-	}
-	return errs.Wrap(errs.Invalid, err, "cannot read the request body")
 }

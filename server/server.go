@@ -8,6 +8,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -17,6 +18,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -101,6 +103,7 @@ type Server struct {
 	reg     *prometheus.Registry
 	hosts   map[string]bool
 	cookie  cookieSigner
+	ui      *uiSessions
 
 	reqs    *prometheus.CounterVec
 	latency *prometheus.HistogramVec
@@ -152,6 +155,7 @@ func New(cfg Config, deps Deps) *Server {
 		reg:     reg,
 		hosts:   allowedHosts(cfg.Addr, cfg.AllowedHosts),
 		cookie:  newCookieSigner(cfg.Token),
+		ui:      &uiSessions{st: deps.Store, mem: map[string]time.Time{}},
 		reqs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pixie_http_requests_total", Help: "HTTP requests by route, method and status.",
 		}, []string{"route", "method", "status"}),
@@ -187,6 +191,18 @@ func (s *Server) Registry() *prometheus.Registry { return s.reg }
 
 // Handler returns the HTTP handler (for tests and embedding).
 func (s *Server) Handler() http.Handler { return s.e }
+
+// Routes lists the mounted routes as "METHOD /path", sorted (for tests and docs).
+func (s *Server) Routes() []string {
+	var out []string
+	for _, r := range s.e.Routes() {
+		if r.Method != echo.RouteNotFound {
+			out = append(out, r.Method+" "+r.Path)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
 
 // Done is closed when the server starts shutting down; long-lived responses (SSE) end on it.
 func (s *Server) Done() <-chan struct{} { return s.shutdownCtx.Done() }
@@ -317,22 +333,83 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// bind decodes a JSON body strictly into v: unknown fields and trailing data are refused.
-func bind(c echo.Context, v any) error {
+// readObject reads a JSON body that must be one object, and returns it. This is the one place
+// bodies are read for the routes that take a JSON object: a body that is null, a list, a string,
+// a number, or empty is refused with 400 before any handler can mistake it for an object with
+// every field left out (a null whole-set save once deleted every gate).
+func readObject(c echo.Context) ([]byte, error) {
+	body, err := readJSON(c)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkObject(body); err != nil {
+		return nil, err
+	}
+	return body, nil
+}
+
+// readJSON reads a body declared as JSON (or undeclared), mapping the size cap to 413.
+func readJSON(c echo.Context) ([]byte, error) {
 	r := c.Request()
 	ct := r.Header.Get(echo.HeaderContentType)
 	if ct != "" && !strings.HasPrefix(ct, echo.MIMEApplicationJSON) {
-		return errs.New(errs.Invalid, "body must be application/json")
+		return nil, errs.New(errs.Invalid, "body must be application/json")
 	}
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	var b bytes.Buffer
+	if n := r.ContentLength; n > 0 && n < 64<<20 {
+		b.Grow(int(n) + bytes.MinRead)
+	}
+	if _, err := b.ReadFrom(r.Body); err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return errs.New(errs.TooLarge, "request body is over the %d-byte limit", mbe.Limit)
+			return nil, errs.New(errs.TooLarge, "request body is over the %d-byte limit", mbe.Limit)
 		}
-		if errors.Is(err, io.EOF) {
-			return errs.New(errs.Invalid, "request body is empty; a JSON object is required")
+		return nil, errs.Wrap(errs.Invalid, err, "cannot read the request body")
+	}
+	return b.Bytes(), nil
+}
+
+// checkObject refuses a body whose value is not a JSON object, naming what it is instead.
+func checkObject(body []byte) error {
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	if len(trimmed) == 0 {
+		return errs.New(errs.Invalid, "request body is empty; a JSON object is required")
+	}
+	if trimmed[0] == '{' {
+		return nil
+	}
+	what := "not JSON"
+	switch c := trimmed[0]; {
+	case bytes.HasPrefix(trimmed, []byte("null")):
+		what = "null"
+	case c == '[':
+		what = "a list"
+	case c == '"':
+		what = "a string"
+	case c == '-' || c >= '0' && c <= '9':
+		what = "a number"
+	case bytes.HasPrefix(trimmed, []byte("true")) || bytes.HasPrefix(trimmed, []byte("false")):
+		what = "a boolean"
+	}
+	return errs.New(errs.Invalid, "request body must be a JSON object, not %s", what)
+}
+
+// bind decodes a JSON object body strictly into v: a body that is not an object, unknown
+// fields and trailing data are refused.
+func bind(c echo.Context, v any) error {
+	body, err := readObject(c)
+	if err != nil {
+		return err
+	}
+	return decodeBody(body, v)
+}
+
+func decodeBody(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return errs.New(errs.Invalid, "invalid JSON body: it ends before the object does")
 		}
 		return errs.Wrap(errs.Invalid, err, "invalid JSON body: %s", err.Error())
 	}
@@ -342,12 +419,20 @@ func bind(c echo.Context, v any) error {
 	return nil
 }
 
-// bindOptional is bind for routes whose body may be empty.
+// bindOptional is bind for routes whose body may be left out: an empty body (or only
+// whitespace) leaves v as it is; anything else must be a JSON object.
 func bindOptional(c echo.Context, v any) error {
-	if c.Request().ContentLength == 0 {
+	body, err := readJSON(c)
+	if err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
 		return nil
 	}
-	return bind(c, v)
+	if err := checkObject(body); err != nil {
+		return err
+	}
+	return decodeBody(body, v)
 }
 
 // tokenEqual compares tokens in constant time.
