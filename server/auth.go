@@ -1,21 +1,25 @@
 package server
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/internal/store"
 )
 
 // CookieName is the UI session cookie.
@@ -75,7 +79,18 @@ func (s *Server) requireAuth(next echo.HandlerFunc) echo.HandlerFunc {
 			c.Set(ctxAuthKind, "token")
 			return next(c)
 		}
-		if ck, err := r.Cookie(CookieName); err == nil && s.cookie.valid(ck.Value, time.Now()) {
+		if ck, err := r.Cookie(CookieName); err == nil {
+			id, ok := s.cookie.parse(ck.Value, time.Now())
+			if !ok {
+				return errs.New(errs.Unauthorized, "the UI session cookie is not valid; log in again")
+			}
+			open, err := s.ui.open(r.Context(), id)
+			if err != nil {
+				return err
+			}
+			if !open {
+				return errs.New(errs.Unauthorized, "the UI session has ended (logged out or expired); log in again")
+			}
 			if isWrite(r.Method) && !s.originAllowed(r) {
 				return errs.New(errs.Forbidden, "cross-origin write refused: Origin is missing or not allowed")
 			}
@@ -128,21 +143,48 @@ func (s *Server) login(c echo.Context) error {
 		return errs.New(errs.Unauthorized, "invalid token")
 	}
 	exp := time.Now().Add(s.cfg.CookieTTL)
+	id := newID(16)
+	if err := s.ui.start(c.Request().Context(), id, exp); err != nil {
+		return err
+	}
 	c.SetCookie(&http.Cookie{
-		Name: CookieName, Value: s.cookie.sign(exp), Path: "/", Expires: exp,
+		Name: CookieName, Value: s.cookie.sign(id, exp), Path: "/", Expires: exp,
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.Scheme() == "https",
 	})
 	return c.JSON(http.StatusOK, map[string]any{"ok": true, "expiresAt": exp.UTC().Format(time.RFC3339)})
 }
 
+// logout ends the UI session the cookie names, on the server: the cookie stops working at once,
+// even if a copy of it is replayed. Like any cookie write it needs an allowed Origin (a page on
+// another site cannot log the user out); without a valid cookie there is nothing to end (401).
 func (s *Server) logout(c echo.Context) error {
+	r := c.Request()
+	ck, err := r.Cookie(CookieName)
+	if err != nil {
+		return errs.New(errs.Unauthorized, "not logged in: /logout needs the UI session cookie")
+	}
+	id, ok := s.cookie.parse(ck.Value, time.Now())
+	if !ok {
+		return errs.New(errs.Unauthorized, "the UI session cookie is not valid")
+	}
+	if !s.originAllowed(r) {
+		return errs.New(errs.Forbidden, "cross-origin logout refused: Origin is missing or not allowed")
+	}
+	live, err := s.ui.end(r.Context(), id)
+	if err != nil {
+		return err
+	}
 	c.SetCookie(&http.Cookie{Name: CookieName, Value: "", Path: "/", MaxAge: -1,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode})
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.Scheme() == "https"})
+	if !live {
+		return errs.New(errs.Unauthorized, "the UI session had already ended")
+	}
 	return c.JSON(http.StatusOK, map[string]any{"ok": true})
 }
 
-// cookieSigner signs "v1.<unix expiry>" with an HMAC key derived from the admin token, so a new
-// token invalidates every UI session.
+// cookieSigner signs "v2.<session id>.<unix expiry>" with an HMAC key derived from the admin
+// token, so a new token invalidates every UI session. The signature proves the server issued
+// the cookie; whether its session is still open is the session table's answer (uiSessions).
 type cookieSigner struct{ key []byte }
 
 func newCookieSigner(token string) cookieSigner {
@@ -156,26 +198,133 @@ func (cs cookieSigner) mac(payload string) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-func (cs cookieSigner) sign(exp time.Time) string {
-	p := "v1." + strconv.FormatInt(exp.Unix(), 10)
+func (cs cookieSigner) sign(id string, exp time.Time) string {
+	p := "v2." + id + "." + strconv.FormatInt(exp.Unix(), 10)
 	return p + "." + cs.mac(p)
 }
 
-func (cs cookieSigner) valid(v string, now time.Time) bool {
+// parse checks the signature and the expiry and returns the session id.
+func (cs cookieSigner) parse(v string, now time.Time) (string, bool) {
 	i := strings.LastIndexByte(v, '.')
 	if i < 0 {
-		return false
+		return "", false
 	}
 	p, sig := v[:i], v[i+1:]
 	if !hmac.Equal([]byte(sig), []byte(cs.mac(p))) {
-		return false
+		return "", false
 	}
-	rest, ok := strings.CutPrefix(p, "v1.")
+	rest, ok := strings.CutPrefix(p, "v2.")
 	if !ok {
+		return "", false
+	}
+	id, expS, ok := strings.Cut(rest, ".")
+	if !ok || !validSessionID(id) {
+		return "", false
+	}
+	exp, err := strconv.ParseInt(expS, 10, 64)
+	if err != nil || now.Unix() >= exp {
+		return "", false
+	}
+	return id, true
+}
+
+// validSessionID reports whether id looks like newID(16) made it.
+func validSessionID(id string) bool {
+	if len(id) != 32 {
 		return false
 	}
-	exp, err := strconv.ParseInt(rest, 10, 64)
-	return err == nil && now.Unix() < exp
+	_, err := hex.DecodeString(id)
+	return err == nil
+}
+
+// uiSession is one open UI login.
+type uiSession struct {
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+// uiSessionCol holds the open UI logins by session id, each with a TTL of its cookie's life.
+var uiSessionCol = store.NewCollection[uiSession]("ui-session")
+
+// uiSessions is the table of open UI logins: in the store when the server has one (so a logout
+// holds across restarts and replicas), else in memory.
+type uiSessions struct {
+	st  *store.Store
+	mu  sync.Mutex
+	mem map[string]time.Time
+}
+
+func (u *uiSessions) start(ctx context.Context, id string, exp time.Time) error {
+	if u.st == nil {
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		now := time.Now()
+		for k, e := range u.mem {
+			if !now.Before(e) {
+				delete(u.mem, k)
+			}
+		}
+		u.mem[id] = exp
+		return nil
+	}
+	err := u.st.Update(ctx, func(tx *store.Tx) error {
+		return uiSessionCol.PutTTL(tx, id, uiSession{ExpiresAt: exp.UTC()}, time.Until(exp))
+	})
+	if err != nil {
+		return errs.Wrap(errs.Internal, err, "cannot record the UI session")
+	}
+	return nil
+}
+
+// open reports whether the session is open (started, not ended, not expired).
+func (u *uiSessions) open(ctx context.Context, id string) (bool, error) {
+	now := time.Now()
+	if u.st == nil {
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		exp, ok := u.mem[id]
+		return ok && now.Before(exp), nil
+	}
+	var sess uiSession
+	err := u.st.View(ctx, func(tx *store.Tx) error {
+		var err error
+		sess, err = uiSessionCol.Get(tx, id)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, errs.Wrap(errs.Unavailable, err, "cannot check the UI session")
+	}
+	return now.Before(sess.ExpiresAt), nil
+}
+
+// end closes the session and reports whether it was open.
+func (u *uiSessions) end(ctx context.Context, id string) (bool, error) {
+	if u.st == nil {
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		exp, ok := u.mem[id]
+		delete(u.mem, id)
+		return ok && time.Now().Before(exp), nil
+	}
+	var was bool
+	err := u.st.Update(ctx, func(tx *store.Tx) error {
+		sess, err := uiSessionCol.Get(tx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			was = false
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		was = time.Now().Before(sess.ExpiresAt)
+		return uiSessionCol.Delete(tx, id)
+	})
+	if err != nil {
+		return false, errs.Wrap(errs.Internal, err, "cannot end the UI session")
+	}
+	return was, nil
 }
 
 // newID returns n random bytes as hex.

@@ -199,7 +199,10 @@ func TestCookieLogin(t *testing.T) {
 			}
 		})
 	}
-	resp, _ = do(t, ts, req{method: "POST", path: "/logout"})
+	resp, _ = do(t, ts, req{method: "POST", path: "/logout", cookie: ck, header: map[string]string{"Origin": "http://" + host}})
+	if resp.StatusCode != 200 {
+		t.Fatalf("logout: %d", resp.StatusCode)
+	}
 	for _, c := range resp.Cookies() {
 		if c.Name == CookieName && c.MaxAge >= 0 {
 			t.Fatal("logout did not clear the cookie")
@@ -207,6 +210,92 @@ func TestCookieLogin(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), testToken) {
 		t.Fatal("the admin token appeared in the logs")
+	}
+}
+
+// login returns a fresh UI session cookie.
+func login(t *testing.T, ts *httptest.Server) *http.Cookie {
+	t.Helper()
+	resp, eb := do(t, ts, req{method: "POST", path: "/login", body: `{"token":"` + testToken + `"}`})
+	if resp.StatusCode != 200 {
+		t.Fatalf("login: %d %+v", resp.StatusCode, eb)
+	}
+	for _, c := range resp.Cookies() {
+		if c.Name == CookieName {
+			return c
+		}
+	}
+	t.Fatal("no session cookie")
+	return nil
+}
+
+// TestLogoutRevokesTheCookieOnTheServer is the attack where a copy of the cookie kept working
+// after /logout, and /logout needed neither auth nor Origin: a logout now needs the cookie and
+// an allowed Origin, ends that session on the server (the old cookie is refused afterwards,
+// also by a server restarted on the same store), and leaves other sessions open.
+func TestLogoutRevokesTheCookieOnTheServer(t *testing.T) {
+	st, err := badgerstore.Open(context.Background(), badgerstore.Options{Dir: t.TempDir(), GCInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	start := func() *httptest.Server {
+		ts := httptest.NewServer(New(Config{Token: testToken}, Deps{Store: st}).Handler())
+		t.Cleanup(ts.Close)
+		return ts
+	}
+	ts := start()
+	host := strings.TrimPrefix(ts.URL, "http://")
+	origin := map[string]string{"Origin": "http://" + host}
+	ck, other := login(t, ts), login(t, ts)
+
+	refusals := []struct {
+		name   string
+		r      req
+		status int
+	}{
+		{"no cookie", req{method: "POST", path: "/logout", header: origin}, 401},
+		{"the bearer token is not a UI session", req{method: "POST", path: "/logout", header: map[string]string{"Origin": "http://" + host, "Authorization": "Bearer " + testToken}}, 401},
+		{"no Origin", req{method: "POST", path: "/logout", cookie: ck}, 403},
+		{"foreign Origin", req{method: "POST", path: "/logout", cookie: ck, header: map[string]string{"Origin": "http://evil.example"}}, 403},
+		{"Origin null", req{method: "POST", path: "/logout", cookie: ck, header: map[string]string{"Origin": "null"}}, 403},
+		{"forged cookie", req{method: "POST", path: "/logout", cookie: &http.Cookie{Name: CookieName, Value: "v2." + strings.Repeat("0", 32) + ".99999999999.sig"}, header: origin}, 401},
+	}
+	for _, c := range refusals {
+		t.Run(c.name, func(t *testing.T) {
+			resp, eb := do(t, ts, c.r)
+			if resp.StatusCode != c.status || eb.Error.Code == "" {
+				t.Fatalf("%d %+v, want %d", resp.StatusCode, eb, c.status)
+			}
+			if resp, _ := do(t, ts, req{path: "/v1/info", cookie: ck}); resp.StatusCode != 200 {
+				t.Fatalf("a refused logout ended the session: %d", resp.StatusCode)
+			}
+		})
+	}
+
+	if resp, eb := do(t, ts, req{method: "POST", path: "/logout", cookie: ck, header: origin}); resp.StatusCode != 200 {
+		t.Fatalf("logout: %d %+v", resp.StatusCode, eb)
+	}
+	// The old cookie, replayed as is, is refused for reads, writes and a second logout.
+	for _, r := range []req{
+		{path: "/v1/info", cookie: ck},
+		{method: "POST", path: "/v1/info", cookie: ck, header: origin},
+		{method: "POST", path: "/logout", cookie: ck, header: origin},
+	} {
+		if resp, eb := do(t, ts, r); resp.StatusCode != 401 || eb.Error.Code != "unauthorized" {
+			t.Fatalf("%s %s with the logged-out cookie: %d %+v", r.method, r.path, resp.StatusCode, eb)
+		}
+	}
+	// Other sessions stay open; after a restart on the same store the logout still holds.
+	if resp, _ := do(t, ts, req{path: "/v1/info", cookie: other}); resp.StatusCode != 200 {
+		t.Fatalf("another session was ended: %d", resp.StatusCode)
+	}
+	ts2 := start()
+	if resp, _ := do(t, ts2, req{path: "/v1/info", cookie: ck}); resp.StatusCode != 401 {
+		t.Fatalf("the logged-out cookie works after a restart: %d", resp.StatusCode)
+	}
+	if resp, _ := do(t, ts2, req{path: "/v1/info", cookie: other}); resp.StatusCode != 200 {
+		t.Fatalf("an open session did not survive the restart: %d", resp.StatusCode)
 	}
 }
 

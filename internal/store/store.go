@@ -29,6 +29,7 @@
 //	hook-turn/<session>              a hook session's turn number and turn key, with TTL (internal/hooks)
 //	pet-*/…                          Pet skills, drift marks, tasks, scope index, invocations, snapshots, runs, env values (full layout in internal/pet's package comment)
 //	lark-*/…                         Lark channel (internal/channel/lark): binding/current, allow/<open_id>, session/<id>, session-chat/<chat>, child/<id>, locus/<id>, entry/<entry>, delivery/<locus>/<seq>, inbound/<time>, dedup/{e,m}/<id> (TTL)
+//	ui-session/<session id>          an open Studio login, with a TTL of its cookie's life; logout deletes it (server)
 //	settings/{model,judge}           run-time settings of the Pixie model and the decision engine over pixie.yaml (internal/settings); their API keys live in credentials.json
 //	cred/<name>                      nothing: credentials live in <home>/credentials.json, not here
 //
