@@ -1,14 +1,19 @@
 package main
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -34,16 +39,22 @@ func init() {
 				return gateShow(ctx, c, io.stdout, pos[0], *asJSON)
 			})
 		}},
-		{name: "apply", summary: "save the whole set (gates and presets) from YAML or JSON",
-			help: `Saves the whole set (gates and presets) from a YAML or JSON file ("-" reads stdin).
-A refused save lists every problem by field, and saves nothing.`,
+		{name: "apply", summary: "save gates and presets from YAML or JSON; --prune removes what the file leaves out",
+			help: `Saves the gates and presets of a YAML or JSON file ("-" reads stdin) and prints what it
+adds, changes and removes. A gate or preset of the file replaces the saved one of that name or is
+added; saved ones the file does not name are kept (and listed as kept) unless --prune is given,
+which makes the saved set exactly the file. The file is decoded strictly: a misspelt key is
+refused with its path and line. A refused save lists every problem by field, and saves nothing;
+a save is also refused when the set changed since it was read (run apply again).`,
 			flags: func(fs *flag.FlagSet) runFunc {
 				file := fs.String("f", "", "the YAML or JSON file (- reads stdin)")
+				prune := fs.Bool("prune", false, "remove saved gates and presets the file does not name")
+				dryRun := fs.Bool("dry-run", false, "print what would change, and save nothing")
 				return withClient(fs, func(ctx context.Context, io cmdIO, c *apiClient, _ []string) error {
 					if *file == "" {
 						return usagef("needs -f FILE")
 					}
-					return gateApply(ctx, c, io.stdin, io.stdout, *file)
+					return gateApply(ctx, c, io.stdin, io.stdout, *file, *prune, *dryRun)
 				})
 			}},
 		{name: "try", args: "NAME|-f FILE", nargs: optional, summary: "run a saved or draft gate on a sample; nothing is recorded",
@@ -200,7 +211,7 @@ func gateShow(ctx context.Context, c *apiClient, w io.Writer, name string, asJSO
 	return enc.Close()
 }
 
-func gateApply(ctx context.Context, c *apiClient, stdin io.Reader, w io.Writer, file string) error {
+func gateApply(ctx context.Context, c *apiClient, stdin io.Reader, w io.Writer, file string, prune, dryRun bool) error {
 	raw, err := readInput(stdin, file)
 	if err != nil {
 		return err
@@ -209,12 +220,117 @@ func gateApply(ctx context.Context, c *apiClient, stdin io.Reader, w io.Writer, 
 	if err != nil {
 		return err
 	}
-	var set gate.Set
-	if err := c.do(ctx, http.MethodPut, "/v1/gates", json.RawMessage(body), &set); err != nil {
+	name := file
+	if name == "-" {
+		name = "stdin"
+	}
+	if len(bytes.TrimSpace(body)) == 0 || string(bytes.TrimSpace(body)) == "null" {
+		return errs.New(errs.Invalid, "%s is empty: a gate file holds gates: and/or presets:", name)
+	}
+	want, err := gate.DecodeSetFile(body)
+	if err != nil {
+		return withLines(err, raw, name, math.MaxInt, math.MaxInt) // every field is the file's
+	}
+	var saved gate.Set
+	if err := c.do(ctx, http.MethodGet, "/v1/gates", nil, &saved); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "saved %d gate(s) and %d preset(s), revision %d\n", len(set.Gates), len(set.Presets), set.Revision)
+	merged, changes := gate.Plan(saved, want, prune)
+	counts := map[string]int{}
+	for _, ch := range changes {
+		counts[ch.Op]++
+		switch ch.Op {
+		case gate.PlanChange:
+			fmt.Fprintf(w, "change %s %s: %s\n", ch.Kind, ch.Name, strings.Join(ch.Fields, ", "))
+		case gate.PlanKeep:
+			fmt.Fprintf(w, "keep %s %s (not in the file; --prune removes it)\n", ch.Kind, ch.Name)
+		default:
+			fmt.Fprintf(w, "%s %s %s\n", ch.Op, ch.Kind, ch.Name)
+		}
+	}
+	summary := fmt.Sprintf("%d added, %d changed, %d removed", counts[gate.PlanAdd], counts[gate.PlanChange], counts[gate.PlanRemove])
+	switch {
+	case dryRun:
+		fmt.Fprintf(w, "dry run, nothing saved: %s would be saved over revision %d\n", summary, saved.Revision)
+		return nil
+	case !gate.Changes(changes):
+		fmt.Fprintf(w, "nothing to change (revision %d)\n", saved.Revision)
+		return nil
+	}
+	var out gate.Set
+	if err := c.do(ctx, http.MethodPut, "/v1/gates", merged, &out); err != nil {
+		return withLines(err, raw, name, len(want.Gates), len(want.Presets))
+	}
+	fmt.Fprintf(w, "saved: %s; %d gate(s) and %d preset(s), revision %d\n", summary, len(out.Gates), len(out.Presets), out.Revision)
 	return nil
+}
+
+// lineProblem is a problem with the line of the file it points at (printError prints it).
+type lineProblem struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+	Line    int    `json:"line,omitempty"`
+}
+
+// withLines adds the file's line to each problem of a refusal that names a member of the file:
+// the file's gates and presets come first in the saved set, so their indices are the file's.
+func withLines(err error, raw []byte, name string, nGates, nPresets int) error {
+	var e *errs.Error
+	if !errors.As(err, &e) || e.Details == nil {
+		return err
+	}
+	rawDetails, jerr := json.Marshal(e.Details)
+	var ps []lineProblem
+	if jerr != nil || json.Unmarshal(rawDetails, &ps) != nil || len(ps) == 0 || ps[0].Field == "" {
+		return err
+	}
+	for i := range ps {
+		if inFile(ps[i].Field, nGates, nPresets) {
+			ps[i].Line = fieldLine(raw, ps[i].Field)
+		}
+	}
+	// In the file's order (the JSON the file was converted to sorts its keys).
+	key := func(p lineProblem) int {
+		if p.Line == 0 {
+			return math.MaxInt // problems of kept gates last
+		}
+		return p.Line
+	}
+	slices.SortStableFunc(ps, func(a, b lineProblem) int { return cmp.Compare(key(a), key(b)) })
+	out := *e
+	out.Message = name + ": " + e.Message
+	out.Details = ps
+	return &out
+}
+
+// inFile reports whether field names a member of the file (a gates[i] or presets[i] within the
+// file's own lists, or a top-level key); fields past them are saved gates the file kept.
+func inFile(field string, nGates, nPresets int) bool {
+	for _, l := range []struct {
+		prefix string
+		n      int
+	}{{"gates[", nGates}, {"presets[", nPresets}} {
+		if rest, ok := strings.CutPrefix(field, l.prefix); ok {
+			i, err := strconv.Atoi(rest[:max(strings.IndexByte(rest, ']'), 0)])
+			return err == nil && i < l.n
+		}
+	}
+	return true
+}
+
+// fieldLine is the line of field in raw, or of the nearest enclosing member written there.
+func fieldLine(raw []byte, field string) int {
+	for f := field; f != ""; {
+		if l := yamlline.PathLine(raw, f); l > 0 {
+			return l
+		}
+		i := strings.LastIndexAny(f, ".[")
+		if i <= 0 {
+			break
+		}
+		f = f[:i]
+	}
+	return 0
 }
 
 func gateTry(ctx context.Context, c *apiClient, stdin io.Reader, w io.Writer, name, file string, s gate.Sample, asJSON bool) error {

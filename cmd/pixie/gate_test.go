@@ -104,7 +104,7 @@ presets:
     gates: [{gate: fmt}, {gate: verify, enabled: false}]
 `
 	code, out, stderr := runGateCLI(t, ts, good, "apply", "-f", "-")
-	if code != 0 || !strings.Contains(out, "saved 2 gate(s) and 1 preset(s), revision 1") {
+	if code != 0 || !strings.Contains(out, "saved: 3 added, 0 changed, 0 removed; 2 gate(s) and 1 preset(s), revision 1") {
 		t.Fatalf("apply: %d %q %q", code, out, stderr)
 	}
 	code, out, _ = runGateCLI(t, ts, "", "list")
@@ -145,6 +145,100 @@ presets:
 		if code, _, _ := runGateCLI(t, ts, "", args...); code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)
 		}
+	}
+}
+
+// TestGateApplyPrintsItsPlanAndPrunesOnlyWhenAsked is the attack where `pixie gate apply -f`
+// deleted, without a word, every gate and preset missing from the file: apply now prints what it
+// adds, changes and removes, keeps what the file leaves out (saying so), removes it only with
+// --prune, saves nothing with --dry-run or when nothing changes, and refuses a misspelt key
+// with its path and line before anything is sent.
+func TestGateApplyPrintsItsPlanAndPrunesOnlyWhenAsked(t *testing.T) {
+	ts, svc := gateCLIServer(t, "{}")
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	saved := func() gate.Set {
+		s, err := svc.Definitions(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	apply := func(wantCode int, args ...string) (string, string) {
+		t.Helper()
+		code, out, errOut := runGateCLI(t, ts, "", append([]string{"apply"}, args...)...)
+		if code != wantCode {
+			t.Fatalf("apply %v: exit %d, want %d\n%s%s", args, code, wantCode, out, errOut)
+		}
+		return out, errOut
+	}
+	lines := func(out string, want ...string) {
+		t.Helper()
+		for _, w := range want {
+			if !strings.Contains(out, w+"\n") {
+				t.Errorf("output lacks the line %q:\n%s", w, out)
+			}
+		}
+	}
+	all := write("all.yaml", "gates:\n  - {name: a, point: user-message, task: Check A}\n  - {name: b, point: turn-end, task: Check B}\npresets:\n  - {name: dev, gates: [{gate: a}, {gate: b}]}\n")
+	out, _ := apply(0, "-f", all)
+	lines(out, "add gate a", "add gate b", "add preset dev", "saved: 3 added, 0 changed, 0 removed; 2 gate(s) and 1 preset(s), revision 1")
+
+	// A file with one changed gate keeps the rest, and says so.
+	onlyA := write("a.yaml", "gates:\n  - name: a\n    point: user-message\n    task: Check A again\n    advanced: {timeoutSeconds: 30}\n")
+	out, _ = apply(0, "-f", onlyA)
+	lines(out, "change gate a: advanced.timeoutSeconds, task", "keep gate b (not in the file; --prune removes it)",
+		"keep preset dev (not in the file; --prune removes it)", "saved: 0 added, 1 changed, 0 removed; 2 gate(s) and 1 preset(s), revision 2")
+	if s := saved(); len(s.Gates) != 2 || len(s.Presets) != 1 || len(s.Presets[0].Gates) != 2 {
+		t.Fatalf("apply without --prune removed something: %+v", s)
+	}
+	// The same file again changes nothing and does not bump the revision.
+	out, _ = apply(0, "-f", onlyA)
+	lines(out, "nothing to change (revision 2)")
+	if strings.Contains(out, "change gate") {
+		t.Errorf("an unchanged gate was listed as changed:\n%s", out)
+	}
+	// --dry-run --prune lists the removals and saves nothing.
+	out, _ = apply(0, "-f", onlyA, "--prune", "--dry-run")
+	lines(out, "remove gate b", "remove preset dev", "dry run, nothing saved: 0 added, 0 changed, 2 removed would be saved over revision 2")
+	if s := saved(); s.Revision != 2 || len(s.Gates) != 2 {
+		t.Fatalf("a dry run saved: %+v", s)
+	}
+	// --prune makes the saved set exactly the file.
+	out, _ = apply(0, "-f", onlyA, "--prune")
+	lines(out, "remove gate b", "remove preset dev", "saved: 0 added, 0 changed, 2 removed; 1 gate(s) and 0 preset(s), revision 3")
+	if s := saved(); len(s.Gates) != 1 || s.Gates[0].Name != "a" || len(s.Presets) != 0 {
+		t.Fatalf("after --prune: %+v", s)
+	}
+
+	// Misspelt keys are refused with path and line, before anything is read or saved.
+	typo := write("typo.yaml", "gates:\n  - name: a\n    point: user-message\n    taks: Check A\n    advanced:\n      onErrror: stop\npresets:\n  - name: dev\n    gates: [{gate: a, enabeld: false}]\n")
+	_, errOut := apply(1, "-f", typo)
+	for _, w := range []string{`line 4: gates[0].taks: unknown field (did you mean "task"?)`,
+		`line 6: gates[0].advanced.onErrror: unknown field (did you mean "onError"?)`,
+		`line 9: presets[0].gates[0].enabeld: unknown field (did you mean "enabled"?)`, "3 problems"} {
+		if !strings.Contains(errOut, w) {
+			t.Errorf("stderr lacks %q:\n%s", w, errOut)
+		}
+	}
+	// A file that is empty, or not a mapping, is refused too.
+	for _, body := range []string{"", "# nothing\n", "- a\n- b\n", "just text\n"} {
+		apply(1, "-f", write("empty.yaml", body))
+	}
+	// The server's own refusals point at the file's lines as well.
+	bad := write("bad.yaml", "gates:\n  - name: a\n    point: user-message\n    task: \"{{hooks.nope.text}}\"\n")
+	_, errOut = apply(1, "-f", bad)
+	if !strings.Contains(errOut, "line 4: gates[0].task:") {
+		t.Errorf("server problem without its line:\n%s", errOut)
+	}
+	if s := saved(); s.Revision != 3 {
+		t.Fatalf("a refused apply saved: %+v", s)
 	}
 }
 

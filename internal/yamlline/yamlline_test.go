@@ -55,3 +55,24 @@ func errorsAs(err error, target **yamlline.Error) bool {
 	}
 	return ok
 }
+
+// TestPathLineFindsTheMember maps the server's field paths back to the lines of a gate file.
+func TestPathLineFindsTheMember(t *testing.T) {
+	doc := []byte("gates:\n  - name: a\n    point: user-message\n    taks: t\n  - name: b\n    advanced:\n      onErrror: stop\npresets:\n  - name: dev\n    gates: [{gate: a, enabeld: false}]\n")
+	for path, want := range map[string]int{
+		"gates[0].taks":               4,
+		"gates[1].advanced.onErrror":  7,
+		"gates[1]":                    5,
+		"presets[0].gates[0].enabeld": 10,
+		"gates[2].name":               0,
+		"gates[0].nothere":            0,
+		"presets[x]":                  0,
+	} {
+		if got := yamlline.PathLine(doc, path); got != want {
+			t.Errorf("%s: line %d, want %d", path, got, want)
+		}
+	}
+	if yamlline.PathLine([]byte("a: [\n"), "a") != 0 {
+		t.Error("a document that does not parse has no lines")
+	}
+}
