@@ -20,12 +20,32 @@ import (
 //
 // Only a 2xx JSON answer decides anything in Claude Code: an error status lets the step go on
 // as if there were no hook, so errors keep the usual JSON error shape for people reading logs.
+// The one exception is a call without a valid token: the host would drop a 401 without a word,
+// so the route answers 200 with only a systemMessage that tells the user (nothing is read or
+// run, and the message says nothing about the server). The command adapter, which handles a
+// 401 itself (fail open or closed), sends AdapterHeader and gets the 401.
+//
+// ?host=claude-code|codex names the host (default: inferred from the input); ?preset= the
+// session's preset (default: hooks.defaultPreset).
 
-func (s *Server) mountHooks(g *echo.Group) {
+// AdapterHeader marks a hook call from `pixie hook`, which wants error statuses as they are.
+const AdapterHeader = "X-Pixie-Hook-Adapter"
+
+// unauthenticatedHook is the answer to a hook call without a valid token.
+const unauthenticatedHook = `{"systemMessage":"Pixie: this hook call carried no valid token, so Pixie checked nothing in this step. Start the agent with PIXIE_TOKEN set to the admin token (the token file in the Pixie home, ~/.pixie/token by default); pixie doctor checks the whole set-up."}`
+
+func (s *Server) mountHooks(open *echo.Group) {
 	if s.deps.Hooks == nil {
 		return
 	}
-	g.POST("/hooks/claude-code", s.hookClaudeCode)
+	authed := s.requireAuth(s.hookClaudeCode)
+	open.POST("/hooks/claude-code", func(c echo.Context) error {
+		err := authed(c)
+		if errs.Is(err, errs.Unauthorized) && c.Request().Header.Get(AdapterHeader) == "" {
+			return sendJSONBlob(c, http.StatusOK, []byte(unauthenticatedHook))
+		}
+		return err
+	})
 }
 
 func (s *Server) hookClaudeCode(c echo.Context) error {
@@ -43,7 +63,7 @@ func (s *Server) hookClaudeCode(c echo.Context) error {
 	}
 	ctx, sent := later.Defer(r.Context())
 	defer sent() // work the evaluation set off starts after the answer (sendJSONBlob sends it)
-	return s.deps.Hooks.Handle(ctx, c.QueryParam("preset"), body, func(o hooks.Output) error {
+	return s.deps.Hooks.Handle(ctx, hooks.Call{Preset: c.QueryParam("preset"), Host: c.QueryParam("host")}, body, func(o hooks.Output) error {
 		return sendJSONBlob(c, http.StatusOK, o.Marshal())
 	})
 }

@@ -148,13 +148,17 @@ func TestHookRoute(t *testing.T) {
 			`{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"Move it to ./trash instead."}}`},
 		{"tool-before pass", "?preset=p", "pre_tool_use", abi.GateOutput{Verdict: "pass"}, `{}`},
 		{"user-message block", "?preset=p", "user_prompt_submit", abi.GateOutput{Verdict: "stop", Reason: "Say why.", Replace: "delete ./victim (build output)"},
-			`{"systemMessage":"Pixie: Suggested message:\ndelete ./victim (build output)","decision":"block","reason":"Say why."}`},
+			`{"systemMessage":"Pixie: Suggested message (not sent to the agent):\ndelete ./victim (build output)","decision":"block","reason":"Say why."}`},
 		{"user-message addition", "?preset=p", "user_prompt_submit", abi.GateOutput{Append: "Measured: 21 bytes"},
 			`{"hookSpecificOutput":{"hookEventName":"UserPromptSubmit","additionalContext":"Measured: 21 bytes"}}`},
 		{"agent-message replaced", "?preset=p", "pre_tool_use_agent", abi.GateOutput{Replace: "TASK: callers of Map"},
 			`{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"allow","updatedInput":{"description":"Find callers","prompt":"TASK: callers of Map","subagent_type":"Explore"}}}`},
 		{"tool-after block", "?preset=p", "post_tool_use", abi.GateOutput{Verdict: "stop", Reason: "Withheld: a credential."},
+			`{"decision":"block","reason":"Withheld: a credential.","hookSpecificOutput":{"hookEventName":"PostToolUse","updatedToolOutput":{"interrupted":false,"isImage":false,"stderr":"","stdout":"[Pixie withheld this tool result: Withheld: a credential.]"}}}`},
+		{"tool-after block, Codex", "?preset=p&host=codex", "post_tool_use", abi.GateOutput{Verdict: "stop", Reason: "Withheld: a credential."},
 			`{"decision":"block","reason":"Withheld: a credential."}`},
+		{"tool-after replaced, Codex", "?preset=p&host=codex", "post_tool_use_text", abi.GateOutput{Replace: "Two results."},
+			`{"decision":"block","reason":"Two results."}`},
 		{"tool-after replaced", "?preset=p", "post_tool_use_text", abi.GateOutput{Replace: "Two results."},
 			`{"hookSpecificOutput":{"hookEventName":"PostToolUse","updatedToolOutput":"Two results."}}`},
 		{"turn-end redo", "?preset=p", "stop", abi.GateOutput{Verdict: "stop", Reason: "Run the tests."},
@@ -185,13 +189,24 @@ func TestHookRouteErrors(t *testing.T) {
 		status int
 		code   string
 	}{
-		{"no token", "", stop, map[string]string{"Authorization": ""}, 401, "unauthorized"},
-		{"wrong token", "", stop, map[string]string{"Authorization": "Bearer nope"}, 401, "unauthorized"},
+		{"no token, from the adapter", "", stop, map[string]string{"Authorization": "", AdapterHeader: "1"}, 401, "unauthorized"},
+		{"wrong token, from the adapter", "", stop, map[string]string{"Authorization": "Bearer nope", AdapterHeader: "1"}, 401, "unauthorized"},
+		{"bad host", "?host=vim", stop, nil, 400, "invalid"},
 		{"not JSON", "", "hello", nil, 400, "invalid"},
 		{"wrong content type", "", stop, map[string]string{"Content-Type": "text/plain"}, 400, "invalid"},
 		{"missing session", "", `{"hook_event_name":"Stop"}`, nil, 400, "invalid"},
 		{"bad preset", "?preset=..%2Fx", stop, nil, 400, "invalid"},
 		{"over the body limit", "", `{"hook_event_name":"Stop","session_id":"s","last_assistant_message":"` + strings.Repeat("x", 1<<20) + `"}`, nil, 413, "too_large"},
+	}
+	// An http hook host drops a 401 without a word: a call without a valid token gets 200 and a
+	// systemMessage only (nothing ran: no record, no turn, no hint taken).
+	for _, hdr := range []map[string]string{{"Authorization": ""}, {"Authorization": "Bearer nope"}} {
+		st, body := e.post(t, "?preset=p", stop, hdr)
+		var out hooks.Output
+		if st != 200 || json.Unmarshal([]byte(body), &out) != nil || out.Decision != "" || out.HookSpecificOutput != nil ||
+			!strings.Contains(out.SystemMessage, "no valid token") || !strings.Contains(out.SystemMessage, "pixie doctor") {
+			t.Errorf("%v: got %d %s", hdr, st, body)
+		}
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

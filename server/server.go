@@ -247,7 +247,7 @@ func (s *Server) routes() {
 	s.v1.GET("/info", s.info)
 	s.mountHints(s.v1)
 	s.mountGates(s.v1)
-	s.mountHooks(s.v1)
+	s.mountHooks(s.open)
 	s.mountPet(s.v1)
 	s.mountModules(s.v1)
 	s.mountChannel(s.v1, s.open)

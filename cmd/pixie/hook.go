@@ -15,20 +15,23 @@ import (
 	"github.com/pixie-dev/pixie/internal/config"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/hooks"
+	"github.com/pixie-dev/pixie/server"
 )
 
 func init() {
-	register(&command{name: "hook", args: "claude < hook-input.json", nargs: one, summary: "agent hook adapter for Claude Code and Codex (hook input JSON on stdin)",
+	register(&command{name: "hook", args: "claude|codex < hook-input.json", nargs: one, summary: "agent hook adapter for Claude Code and Codex (hook input JSON on stdin)",
 		help: hookHelp, flags: hookFlags, usageCode: hookExitUsage})
 }
 
-const hookHelp = `Runs as a Claude Code (or Codex) command hook: the hook input JSON on stdin is sent to the Pixie
-server (POST /v1/hooks/claude-code), and its answer is printed on stdout with exit 0. Events Pixie
-does not handle answer {} without contacting the server.
+const hookHelp = `Runs as a Claude Code (claude) or Codex (codex) command hook: the hook input JSON on stdin is
+sent to the Pixie server (POST /v1/hooks/claude-code?host=…), and its answer, in the fields that
+host applies, is printed on stdout with exit 0. Events Pixie does not handle answer {} without
+contacting the server.
 
-When the server cannot answer (down, unreachable, timed out, or refusing the call) the adapter
-fails open (prints {}, exit 0: the step goes on) or closed (exit 2 with the reason on stderr: the
-prompt, tool call or tool result is blocked). Stop and SubagentStop always fail open: blocking
+When the server cannot answer (down, unreachable, timed out, or refusing the call, such as a
+missing token) the adapter fails open (prints a systemMessage saying the step went on unchecked,
+exit 0) or closed (exit 2 with the reason on stderr: the prompt, tool call or tool result is
+blocked). Stop and SubagentStop always fail open: blocking
 there would make the agent keep working. The default comes from hooks.failOpen in pixie.yaml
 (PIXIE_HOOKS_FAIL_OPEN); the flags override it.`
 
@@ -50,6 +53,7 @@ type hookArgs struct {
 	preset               string
 	timeout              time.Duration
 	failOpen, failClosed bool
+	host                 string // hooks.HostClaudeCode or hooks.HostCodex (the verb's argument)
 }
 
 func hookFlags(fs *flag.FlagSet) runFunc {
@@ -62,7 +66,11 @@ func hookFlags(fs *flag.FlagSet) runFunc {
 	fs.BoolVar(&f.failClosed, "fail-closed", false, "when the server cannot answer, block the step (exit 2)")
 	return func(ctx context.Context, io cmdIO, pos []string) error {
 		if pos[0] != "claude" && pos[0] != "codex" {
-			return usagef("the adapter is `pixie hook claude` (Codex uses the same wire format), not %q", pos[0])
+			return usagef("the adapter is `pixie hook claude` (Claude Code) or `pixie hook codex` (Codex), not %q", pos[0])
+		}
+		f.host = hooks.HostClaudeCode
+		if pos[0] == "codex" {
+			f.host = hooks.HostCodex
 		}
 		if code := runHookWith(ctx, *f, io.stdin, io.stdout, io.stderr); code != 0 {
 			return exitCode(code)
@@ -127,7 +135,7 @@ func runHookWith(ctx context.Context, f hookArgs, stdin io.Reader, stdout, stder
 		open = true
 	}
 
-	answer, err := hookCall(ctx, f.cf, f.preset, input, limit)
+	answer, err := hookCall(ctx, f.cf, f.host, f.preset, input, limit)
 	if errs.Is(err, errs.TooLarge) {
 		// Too large to check is not a server failure: the step goes on, and the user is told.
 		out := hooks.Output{SystemMessage: "Pixie did not check this step: " + err.Error()}
@@ -138,7 +146,9 @@ func runHookWith(ctx context.Context, f hookArgs, stdin io.Reader, stdout, stder
 	if err != nil {
 		if open {
 			fmt.Fprintf(stderr, "pixie hook: %v; failing open (the step goes on without Pixie)\n", err)
-			fmt.Fprintln(stdout, "{}")
+			out := hooks.Output{SystemMessage: "Pixie could not check this step, so it went on unchecked (fail-open): " + err.Error() + ". pixie doctor checks the set-up."}
+			stdout.Write(out.Marshal())
+			fmt.Fprintln(stdout)
 			return hookExitOK
 		}
 		fmt.Fprintf(stderr, "Pixie could not check this step, so it is blocked (fail-closed): %v\n", err)
@@ -150,22 +160,24 @@ func runHookWith(ctx context.Context, f hookArgs, stdin io.Reader, stdout, stder
 }
 
 // hookCall posts the input to the server within limit and returns the answer body.
-func hookCall(ctx context.Context, cf clientFlags, preset string, input []byte, limit time.Duration) ([]byte, error) {
+func hookCall(ctx context.Context, cf clientFlags, host, preset string, input []byte, limit time.Duration) ([]byte, error) {
 	c, err := newClient(cf)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	path := "/v1/hooks/claude-code"
+	q := url.Values{"host": {host}}
 	if preset != "" {
-		path += "?preset=" + url.QueryEscape(preset)
+		q.Set("preset", preset)
 	}
+	path := "/v1/hooks/claude-code?" + q.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(input))
 	if err != nil {
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(server.AdapterHeader, "1")
 	var out bytes.Buffer
 	if err := c.send(req, &out); err != nil {
 		if ctx.Err() == context.DeadlineExceeded {

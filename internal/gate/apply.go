@@ -54,8 +54,8 @@ func joinAddition(text, add string) string {
 
 // apply applies a gate output at a point, by the table in docs/gates.md. It is pure: the
 // redo limit is applied by the caller (see redoLimitReached).
-func apply(in applyInput, o abi.GateOutput) decision {
-	d := decision{Action: ActionNone, Text: in.Target}
+func apply(in applyInput, o abi.GateOutput) (d decision) {
+	d = decision{Action: ActionNone, Text: in.Target}
 	if o.Note != "" {
 		d.Notes = append(d.Notes, o.Note)
 	}
@@ -86,14 +86,21 @@ func apply(in applyInput, o abi.GateOutput) decision {
 		}
 		return d
 	}
-	// pass, or no verdict
+	// pass, or no verdict: a reason has no stop to explain, so it becomes a note (output a
+	// point cannot apply is a note), except where a confirmation uses it below.
+	reasonUsed := false
+	defer func() {
+		if o.Reason != "" && !reasonUsed {
+			d.Notes = append(d.Notes, "Reason: "+o.Reason)
+		}
+	}()
 	switch in.Point {
 	case abi.PointUserMessage, abi.PointAgentMessage:
 		switch {
 		case o.Replace != "" && in.ConfirmReplace:
 			d.Action = ActionRejected
 			d.Suggestion = o.Replace
-			d.Reason = o.Reason
+			d.Reason, reasonUsed = o.Reason, true
 			if d.Reason == "" {
 				d.Reason = "Pixie suggests a replacement; confirm it to send it."
 			}

@@ -67,6 +67,7 @@ type EvalRequest struct {
 const (
 	SkipRejected    = "rejected"     // another hook already rejected the target
 	SkipNoGate      = "no-gate"      // no enabled gate for this preset and point
+	SkipNoPreset    = "no-preset"    // the session's preset does not exist
 	SkipAgent       = "agent"        // the gate's target agents do not include this agent
 	SkipSwitchedOff = "switched-off" // the gate is switched off for this session
 )
@@ -189,7 +190,12 @@ func (s *Service) Evaluate(ctx context.Context, req EvalRequest) (Result, error)
 	if err != nil {
 		return Result{}, err
 	}
-	name, ok := sn.active[req.Session.Preset][req.Point]
+	active, known := sn.active[req.Session.Preset]
+	if !known {
+		res.Skipped = SkipNoPreset
+		return res, nil
+	}
+	name, ok := active[req.Point]
 	if !ok {
 		res.Skipped = SkipNoGate
 		return res, nil

@@ -312,7 +312,7 @@ func TestSkips(t *testing.T) {
 		skip string
 	}{
 		{"another hook rejected", rejected, SkipRejected},
-		{"no gate in the preset", other, SkipNoGate},
+		{"the preset does not exist", other, SkipNoPreset},
 		{"no gate at the point", evalReq("agent-message", "x"), SkipNoGate},
 		{"agent does not match", evalReq("turn-end", "x"), SkipAgent},
 		{"switched off", evalReq("tool-before", "{}"), SkipSwitchedOff},
@@ -387,5 +387,26 @@ func TestTry(t *testing.T) {
 	_, err = e.svc.Try(ctx, TryRequest{Gate: gateAt("d", "user-message", ""), Sample: Sample{Target: "x"}})
 	if ps := problemsOf(t, err); ps[len(ps)-1].Field != "gate.task" {
 		t.Errorf("draft problems: %+v", ps)
+	}
+}
+
+// A reason without a stop has nothing to explain: it becomes a note at every point, and a
+// confirmation of a replacement still uses it as its reason.
+func TestReasonWithoutStopIsANote(t *testing.T) {
+	for _, point := range []string{"user-message", "agent-message", "tool-before", "tool-after", "turn-end"} {
+		for _, verdict := range []string{"", VerdictPass} {
+			d := apply(applyInput{Point: point, Target: "t", GateName: "g"}, abi.GateOutput{Verdict: verdict, Reason: "looks fine"})
+			if d.Action != ActionNone || d.Reason != "" || len(d.Notes) != 1 || d.Notes[0] != "Reason: looks fine" {
+				t.Errorf("%s/%q: %+v", point, verdict, d)
+			}
+		}
+	}
+	d := apply(applyInput{Point: "user-message", Target: "t", ConfirmReplace: true}, abi.GateOutput{Replace: "u", Reason: "clearer"})
+	if d.Action != ActionRejected || d.Reason != "clearer" || len(d.Notes) != 0 {
+		t.Errorf("confirm: %+v", d)
+	}
+	d = apply(applyInput{Point: "tool-after", Target: "t"}, abi.GateOutput{Verdict: VerdictStop, Reason: "secret"})
+	if d.Action != ActionBlocked || d.Reason != "secret" || len(d.Notes) != 0 {
+		t.Errorf("stop: %+v", d)
 	}
 }

@@ -22,7 +22,7 @@ func BenchmarkServiceHandle(b *testing.B) {
 			before()
 			t0 := time.Now()
 			var out Output
-			if err := s.svc.Handle(ctx, preset, in, func(o Output) error { out = o; return nil }); err != nil {
+			if err := s.svc.Handle(ctx, Call{Preset: preset}, in, func(o Output) error { out = o; return nil }); err != nil {
 				b.Fatal(err)
 			}
 			lat = append(lat, time.Since(t0))

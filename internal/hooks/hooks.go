@@ -7,15 +7,27 @@
 //
 // # Mapping
 //
-//	hook event                      point          target                       agent
-//	UserPromptSubmit                user-message   prompt                       root
-//	PreToolUse, tool Agent or Task  agent-message  tool_input.prompt            child if agent_id, else root
-//	PreToolUse, other tools         tool-before    tool_input (JSON)            child if agent_id, else root
-//	PostToolUse                     tool-after     tool_response                child if agent_id, else root
-//	Stop                            turn-end       last_assistant_message       root
-//	SubagentStop                    turn-end       last_assistant_message       child
+//	hook event                                   point          target                  agent
+//	UserPromptSubmit                             user-message   prompt                  child if agent_id, else root
+//	PreToolUse, Agent or Task (Claude Code)      agent-message  tool_input.prompt       child (the recipient)
+//	PreToolUse, spawn_agent or send_input (Codex) agent-message tool_input.message      child (the recipient)
+//	PreToolUse, other tools                      tool-before    tool_input (JSON)       child if agent_id, else root
+//	PostToolUse                                  tool-after     tool_response           child if agent_id, else root
+//	Stop                                         turn-end       last_assistant_message  root
+//	SubagentStop                                 turn-end       last_assistant_message  child
 //
 // Every other event is unhandled: it is answered {} without touching the store.
+//
+// An agent-message is always a message to a subagent (the main agent starting or instructing
+// one), so its agent is child, whoever sends it: the gate's default target for agent messages
+// (Subagents) then runs on it. Codex starts a subagent with a UserPromptSubmit of its own that
+// carries agent_id; that prompt is the subagent's, so it is a user-message of agent child.
+//
+// # Hosts
+//
+// The input tells the host: Codex sends turn_id (and model) on every event, Claude Code never
+// does. A caller that knows better (the route's ?host=, `pixie hook codex`) says so, and that
+// wins. The host decides which fields an answer may carry (see Render and Accepts).
 //
 // A tool result is structured when tool_response is a JSON object or array (Claude Code's
 // built-in tools answer objects such as {"stdout":…,"stderr":…}); its target is then the JSON
@@ -51,6 +63,26 @@ import (
 	"github.com/pixie-dev/pixie/runtime"
 	"github.com/pixie-dev/pixie/sdk/abi"
 )
+
+// Hosts Pixie answers.
+const (
+	HostClaudeCode = "claude-code"
+	HostCodex      = "codex"
+)
+
+// CheckHost validates a host name from a hook call: empty (inferred from the input),
+// "claude-code" (also "claude") or "codex". It returns the canonical name.
+func CheckHost(h string) (string, error) {
+	switch h {
+	case "":
+		return "", nil
+	case HostClaudeCode, "claude":
+		return HostClaudeCode, nil
+	case HostCodex:
+		return HostCodex, nil
+	}
+	return "", errs.New(errs.Invalid, "host %q is not claude-code or codex", h)
+}
 
 // Hook event names handled by Pixie.
 const (
@@ -107,6 +139,8 @@ type hookInput struct {
 type Event struct {
 	// Name is the hook event name (hook_event_name).
 	Name string
+	// Host is HostClaudeCode or HostCodex (inferred by Map; see the package comment).
+	Host string
 	// Handled is false for events Pixie does not gate; only Name is set then.
 	Handled bool
 	// Point is the gate point (abi.Point…).
@@ -127,10 +161,15 @@ type Event struct {
 	ToolArgs string
 	// ToolInput is the tool_input object, kept to build updatedInput.
 	ToolInput json.RawMessage
+	// PromptField is the tool_input field holding an agent-message's text ("prompt" for
+	// Claude Code's Agent/Task, "message" for Codex's spawn_agent/send_input).
+	PromptField string
 	// ToolUseID identifies the tool call (tool_use_id).
 	ToolUseID string
 	// Target is the text the gate checks.
 	Target string
+	// ToolResponse is the tool_response JSON, kept to withhold it in its own shape.
+	ToolResponse json.RawMessage
 	// Structured marks a tool result that is a JSON object or array (see the package comment).
 	Structured bool
 	// StopHookActive is set at turn-end when the agent is already continuing because of a Stop
@@ -164,7 +203,10 @@ func mapInput(in hookInput) (Event, error) {
 	if in.HookEventName == "" {
 		return Event{}, errs.New(errs.Invalid, "hook_event_name is required")
 	}
-	ev := Event{Name: in.HookEventName}
+	ev := Event{Name: in.HookEventName, Host: HostClaudeCode}
+	if in.TurnID != "" {
+		ev.Host = HostCodex
+	}
 	switch in.HookEventName {
 	case EventUserPromptSubmit, EventPreToolUse, EventPostToolUse, EventStop, EventSubagentStop:
 	default:
@@ -193,7 +235,7 @@ func mapInput(in hookInput) (Event, error) {
 		if in.Prompt == nil {
 			return Event{}, errs.New(errs.Invalid, "UserPromptSubmit input has no prompt")
 		}
-		ev.Point, ev.Agent, ev.Target = abi.PointUserMessage, AgentRoot, *in.Prompt
+		ev.Point, ev.Target = abi.PointUserMessage, *in.Prompt
 	case EventPreToolUse, EventPostToolUse:
 		if strings.TrimSpace(in.ToolName) == "" {
 			return Event{}, errs.New(errs.Invalid, "%s input has no tool_name", in.HookEventName)
@@ -205,8 +247,8 @@ func mapInput(in hookInput) (Event, error) {
 		ev.ToolName, ev.ToolArgs, ev.ToolInput, ev.ToolUseID = in.ToolName, string(args), args, in.ToolUseID
 		if in.HookEventName == EventPreToolUse {
 			ev.Point, ev.Target = abi.PointToolBefore, string(args)
-			if prompt, ok := agentPrompt(in.ToolName, args); ok {
-				ev.Point, ev.Target = abi.PointAgentMessage, prompt
+			if field, prompt, ok := agentPrompt(in.ToolName, args); ok {
+				ev.Point, ev.Target, ev.Agent, ev.PromptField = abi.PointAgentMessage, prompt, AgentChild, field
 			}
 			break
 		}
@@ -214,6 +256,7 @@ func mapInput(in hookInput) (Event, error) {
 			return Event{}, errs.New(errs.Invalid, "PostToolUse input has no tool_response")
 		}
 		ev.Point = abi.PointToolAfter
+		ev.ToolResponse = in.ToolResponse
 		ev.Target, ev.Structured, err = toolResponse(in.ToolResponse)
 		if err != nil {
 			return Event{}, err
@@ -284,19 +327,28 @@ func toolInput(raw json.RawMessage) (json.RawMessage, error) {
 	return b.Bytes(), nil
 }
 
-// agentPrompt returns the message of a subagent call: tool Agent (or Task) with a string
-// tool_input.prompt.
-func agentPrompt(tool string, args json.RawMessage) (string, bool) {
-	if tool != "Agent" && tool != "Task" {
-		return "", false
+// agentPrompt returns the message of a subagent call and the field holding it: Claude Code's
+// Agent (or Task) with a string tool_input.prompt, or Codex's spawn_agent or send_input with a
+// string tool_input.message.
+func agentPrompt(tool string, args json.RawMessage) (string, string, bool) {
+	field := ""
+	switch tool {
+	case "Agent", "Task":
+		field = "prompt"
+	case "spawn_agent", "send_input":
+		field = "message"
+	default:
+		return "", "", false
 	}
-	var v struct {
-		Prompt *string `json:"prompt"`
+	var v map[string]json.RawMessage
+	if json.Unmarshal(args, &v) != nil {
+		return "", "", false
 	}
-	if json.Unmarshal(args, &v) != nil || v.Prompt == nil {
-		return "", false
+	var text string
+	if raw, ok := v[field]; !ok || json.Unmarshal(raw, &text) != nil {
+		return "", "", false
 	}
-	return *v.Prompt, true
+	return field, text, true
 }
 
 // toolResponse returns the tool-after target: a JSON string's text, or the compact JSON of any

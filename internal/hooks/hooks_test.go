@@ -26,44 +26,49 @@ func TestMap(t *testing.T) {
 		fixture string
 		want    Event
 	}{
-		{"user_prompt_submit", Event{Name: EventUserPromptSubmit, Handled: true, Point: abi.PointUserMessage,
+		{"user_prompt_submit", Event{Name: EventUserPromptSubmit, Host: HostClaudeCode, Handled: true, Point: abi.PointUserMessage,
 			Agent: AgentRoot, SessionID: "a21be2b5-…", Cwd: "/home/user/repo", Policy: runtime.PolicyWorkspaceWrite,
 			TurnKey: "a51fb657-…", PromptID: "a51fb657-…", Target: "delete the victim dir"}},
-		{"pre_tool_use", Event{Name: EventPreToolUse, Handled: true, Point: abi.PointToolBefore, Agent: AgentRoot,
+		{"pre_tool_use", Event{Name: EventPreToolUse, Host: HostClaudeCode, Handled: true, Point: abi.PointToolBefore, Agent: AgentRoot,
 			SessionID: "a21be2b5-…", Cwd: "/home/user/repo", Policy: runtime.PolicyWorkspaceWrite, TurnKey: "a51fb657-…", PromptID: "a51fb657-…",
 			ToolUseID: "toolu_01", ToolName: "Bash", ToolArgs: `{"command":"rm -rf ./victim","description":"delete"}`,
 			Target: `{"command":"rm -rf ./victim","description":"delete"}`}},
-		{"pre_tool_use_agent", Event{Name: EventPreToolUse, Handled: true, Point: abi.PointAgentMessage, Agent: AgentRoot,
+		{"pre_tool_use_agent", Event{Name: EventPreToolUse, Host: HostClaudeCode, Handled: true, Point: abi.PointAgentMessage, Agent: AgentChild, PromptField: "prompt",
 			SessionID: "a21be2b5-…", Cwd: "/home/user/repo", Policy: runtime.PolicyWorkspaceWrite, TurnKey: "a51fb657-…", PromptID: "a51fb657-…",
 			ToolUseID: "toolu_04", ToolName: "Agent", ToolArgs: `{"description":"Find callers","prompt":"find every caller of Map","subagent_type":"Explore"}`,
 			Target: "find every caller of Map"}},
-		{"pre_tool_use_task_child", Event{Name: EventPreToolUse, Handled: true, Point: abi.PointAgentMessage, Agent: AgentChild,
+		{"pre_tool_use_task_child", Event{Name: EventPreToolUse, Host: HostClaudeCode, Handled: true, Point: abi.PointAgentMessage, Agent: AgentChild, PromptField: "prompt",
 			SessionID: "a21be2b5-…", Cwd: "/home/user/repo", Policy: runtime.PolicyFull, TurnKey: "a51fb657-…", PromptID: "a51fb657-…",
 			ToolUseID: "toolu_06", ToolName: "Task", ToolArgs: `{"description":"Check","prompt":"check the tests"}`, Target: "check the tests"}},
-		{"pre_tool_use_subagent", Event{Name: EventPreToolUse, Handled: true, Point: abi.PointToolBefore, Agent: AgentChild,
+		{"pre_tool_use_subagent", Event{Name: EventPreToolUse, Host: HostClaudeCode, Handled: true, Point: abi.PointToolBefore, Agent: AgentChild,
 			SessionID: "a21be2b5-…", Cwd: "/home/user/repo", Policy: runtime.PolicyReadOnly, TurnKey: "a51fb657-…", PromptID: "a51fb657-…",
 			ToolUseID: "toolu_05", ToolName: "Grep", ToolArgs: `{"pattern":"func Map","path":"."}`, Target: `{"pattern":"func Map","path":"."}`}},
-		{"post_tool_use", Event{Name: EventPostToolUse, Handled: true, Point: abi.PointToolAfter, Agent: AgentRoot,
+		{"post_tool_use", Event{Name: EventPostToolUse, Host: HostClaudeCode, Handled: true, Point: abi.PointToolAfter, Agent: AgentRoot,
 			SessionID: "a21be2b5-…", Cwd: "/home/user/repo", Policy: runtime.PolicyWorkspaceWrite, TurnKey: "a51fb657-…", PromptID: "a51fb657-…",
 			ToolUseID: "toolu_02", ToolName: "Bash", ToolArgs: `{"command":"ls ./victim","description":"list"}`,
 			Target: `{"stdout":"a.txt\nb.txt","stderr":"","interrupted":false,"isImage":false}`, Structured: true}},
-		{"post_tool_use_text", Event{Name: EventPostToolUse, Handled: true, Point: abi.PointToolAfter, Agent: AgentRoot,
+		{"post_tool_use_text", Event{Name: EventPostToolUse, Host: HostClaudeCode, Handled: true, Point: abi.PointToolAfter, Agent: AgentRoot,
 			SessionID: "a21be2b5-…", Cwd: "/home/user/repo", Policy: runtime.PolicyWorkspaceWrite, TurnKey: "a51fb657-…", PromptID: "a51fb657-…",
 			ToolUseID: "toolu_03", ToolName: "mcp__search__web", ToolArgs: `{"query":"pixie gate"}`, Target: "1. Pixie Gate guide\n2. Pixie hints"}},
-		{"stop", Event{Name: EventStop, Handled: true, Point: abi.PointTurnEnd, Agent: AgentRoot,
+		{"stop", Event{Name: EventStop, Host: HostClaudeCode, Handled: true, Point: abi.PointTurnEnd, Agent: AgentRoot,
 			SessionID: "a21be2b5-…", Cwd: "/home/user/repo", Policy: runtime.PolicyWorkspaceWrite, TurnKey: "a51fb657-…", PromptID: "a51fb657-…",
 			Target: "All done."}},
-		{"stop_hook_active", Event{Name: EventStop, Handled: true, Point: abi.PointTurnEnd, Agent: AgentRoot,
+		{"stop_hook_active", Event{Name: EventStop, Host: HostClaudeCode, Handled: true, Point: abi.PointTurnEnd, Agent: AgentRoot,
 			SessionID: "a21be2b5-…", Cwd: "/home/user/repo", Policy: runtime.PolicyWorkspaceWrite, TurnKey: "a51fb657-…", PromptID: "a51fb657-…",
 			Target: "All done, really.", StopHookActive: true}},
-		{"subagent_stop", Event{Name: EventSubagentStop, Handled: true, Point: abi.PointTurnEnd, Agent: AgentChild,
+		{"subagent_stop", Event{Name: EventSubagentStop, Host: HostClaudeCode, Handled: true, Point: abi.PointTurnEnd, Agent: AgentChild,
 			SessionID: "a21be2b5-…", Cwd: "/home/user/repo", Policy: runtime.PolicyWorkspaceWrite, TurnKey: "a51fb657-…", PromptID: "a51fb657-…",
 			Target: "Map is called from server/hooks.go."}},
-		{"codex_pre_tool_use", Event{Name: EventPreToolUse, Handled: true, Point: abi.PointToolBefore, Agent: AgentRoot,
+		{"codex_pre_tool_use", Event{Name: EventPreToolUse, Host: HostCodex, Handled: true, Point: abi.PointToolBefore, Agent: AgentRoot,
 			SessionID: "0199a1c2-…", Cwd: "/home/user/repo", Policy: runtime.PolicyWorkspaceWrite, TurnKey: "turn_3",
 			ToolUseID: "call_9", ToolName: "Bash", ToolArgs: `{"command":"git push --force"}`, Target: `{"command":"git push --force"}`}},
-		{"notification", Event{Name: "Notification"}},
-		{"session_start", Event{Name: "SessionStart"}},
+		{"codex_spawn_agent", Event{Name: EventPreToolUse, Host: HostCodex, Handled: true, Point: abi.PointAgentMessage, Agent: AgentChild, PromptField: "message",
+			SessionID: "01a230fd-a766", Cwd: "/home/user/repo", Policy: runtime.PolicyFull, TurnKey: "01a230fd-a77b",
+			ToolUseID: "call_0002", ToolName: "spawn_agent", ToolArgs: `{"message":"check the tests"}`, Target: "check the tests"}},
+		{"codex_subagent_prompt", Event{Name: EventUserPromptSubmit, Host: HostCodex, Handled: true, Point: abi.PointUserMessage, Agent: AgentChild,
+			SessionID: "01a230fd-a766", Cwd: "/home/user/repo", Policy: runtime.PolicyFull, TurnKey: "01a230fd-a7f5", Target: "check the tests"}},
+		{"notification", Event{Name: "Notification", Host: HostClaudeCode}},
+		{"session_start", Event{Name: "SessionStart", Host: HostClaudeCode}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.fixture, func(t *testing.T) {
@@ -74,7 +79,7 @@ func TestMap(t *testing.T) {
 			if string(got.ToolInput) != tt.want.ToolArgs {
 				t.Errorf("ToolInput = %s, want %s", got.ToolInput, tt.want.ToolArgs)
 			}
-			got.ToolInput = nil
+			got.ToolInput, got.ToolResponse = nil, nil
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("Map =\n%+v\nwant\n%+v", got, tt.want)
 			}

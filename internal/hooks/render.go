@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
 	"unicode/utf16"
 
@@ -74,8 +75,10 @@ type SpecificOutput struct {
 	// AdditionalContext reaches the model with the step (UserPromptSubmit, PreToolUse,
 	// PostToolUse).
 	AdditionalContext string `json:"additionalContext,omitempty"`
-	// UpdatedToolOutput replaces the tool result (PostToolUse).
-	UpdatedToolOutput *string `json:"updatedToolOutput,omitempty"`
+	// UpdatedToolOutput replaces the tool result (PostToolUse; Claude Code only). Claude Code
+	// applies it only when it has the shape of the tool's own result (a string for a string
+	// result, the same object for a built-in tool's object).
+	UpdatedToolOutput json.RawMessage `json:"updatedToolOutput,omitempty"`
 }
 
 // Empty reports whether the output decides nothing and says nothing ({}).
@@ -85,8 +88,12 @@ func (o Output) Empty() bool {
 
 // DeliversHints reports whether the answer to ev with outcome o carries the session's pending
 // hints: at UserPromptSubmit (unless the prompt is rejected, which discards the step) and at
-// PostToolUse, the agent's next step.
+// PostToolUse, the agent's next step, and only for the main agent (a subagent's steps do not
+// consume the session's hints). Both hosts apply additionalContext there, also beside a block.
 func DeliversHints(ev Event, o Outcome) bool {
+	if ev.Agent != AgentRoot {
+		return false
+	}
 	switch ev.Name {
 	case EventUserPromptSubmit:
 		return o.Action != ActionRejected
@@ -97,9 +104,19 @@ func DeliversHints(ev Event, o Outcome) bool {
 }
 
 // Render builds the hook output for ev from the gates' outcome and the rendered hint message
-// (empty when no hints were taken; ignored where DeliversHints is false). Every string of the
-// result is within MaxStringLen, and every deny or block carries a non-empty reason (Codex
-// refuses a deny without one).
+// (empty when no hints were taken; ignored where DeliversHints is false), in the fields ev.Host
+// accepts (Accepts holds for every result). Every string of the result is within
+// MaxStringLen, and every deny or block carries a non-empty reason.
+//
+// Where the hosts differ (docs/agents/):
+//   - tool-after, stop: both block with the reason. Codex then sends the model the reason in
+//     place of the result; Claude Code would send both, so Pixie also replaces the result
+//     (updatedToolOutput, in the result's own shape, which Claude Code requires) with a notice.
+//   - tool-after, replacement: Claude Code takes updatedToolOutput; Codex accepts no
+//     replacement of a built-in tool's result, but sends a block's reason to the model in place
+//     of the result, so the replacement goes out as the reason of a block.
+//   - a stop's suggested replacement at a message point never reaches the model: it is shown to
+//     the user (systemMessage).
 func Render(ev Event, o Outcome, hints string) Output {
 	if !ev.Handled {
 		return Output{}
@@ -130,16 +147,19 @@ func Render(ev Event, o Outcome, hints string) Output {
 			notice = append(notice, "Addition (it cannot apply here):\n"+o.Addition)
 		}
 	}
+	suggest := func() {
+		if o.Suggestion != "" {
+			notice = append(notice, "Suggested message (not sent to the agent):\n"+o.Suggestion)
+		}
+	}
 	switch ev.Point {
 	case abi.PointUserMessage:
 		switch action {
 		case ActionRejected:
 			out.Decision, out.Reason = "block", stopReason(o, "Your message was rejected")
-			if o.Suggestion != "" {
-				notice = append(notice, "Suggested message:\n"+o.Suggestion)
-			}
+			suggest()
 		case ActionReplaced:
-			// Claude Code cannot replace a prompt: the replacement reaches the model as context
+			// Neither host can replace a prompt: the replacement reaches the model as context
 			// that supersedes the original, and the user is told.
 			context = append(context, "Pixie rewrote the user's message. Treat the text below as the user's message in place of the original one:\n\n"+o.Text)
 			notice = append(notice, "Your message was rewritten for the agent:\n"+o.Text)
@@ -149,17 +169,14 @@ func Render(ev Event, o Outcome, hints string) Output {
 	case abi.PointAgentMessage:
 		switch action {
 		case ActionRejected:
-			reason := stopReason(o, "The message to the subagent was rejected")
-			if o.Suggestion != "" {
-				reason += "\n\nSuggested message:\n" + o.Suggestion
-			}
-			spec.PermissionDecision, spec.PermissionDecisionReason = "deny", reason
+			spec.PermissionDecision, spec.PermissionDecisionReason = "deny", stopReason(o, "The message to the subagent was rejected")
+			suggest()
 		case ActionReplaced, ActionAppended:
 			prompt := o.Text
 			if action == ActionAppended && prompt == "" {
 				prompt = ev.Target + "\n\n" + o.Addition
 			}
-			if in, err := withPrompt(ev.ToolInput, capString(prompt)); err == nil {
+			if in, err := withPrompt(ev.ToolInput, ev.PromptField, capString(prompt)); err == nil {
 				spec.PermissionDecision, spec.UpdatedInput = "allow", in
 			} else {
 				asNote()
@@ -176,13 +193,23 @@ func Render(ev Event, o Outcome, hints string) Output {
 		switch action {
 		case ActionBlocked, ActionRejected:
 			out.Decision, out.Reason = "block", stopReason(o, "The tool result was blocked")
+			if ev.Host != HostCodex {
+				spec.UpdatedToolOutput = withheldOutput(ev.ToolResponse, "[Pixie withheld this tool result: "+capString(out.Reason)+"]")
+			}
 		case ActionReplaced:
 			if ev.Structured {
 				asNote()
 				break
 			}
 			r := capString(o.Text)
-			spec.UpdatedToolOutput = &r
+			if ev.Host == HostCodex {
+				if strings.TrimSpace(r) == "" {
+					r = "[Pixie replaced this tool result with nothing]"
+				}
+				out.Decision, out.Reason = "block", r
+				break
+			}
+			spec.UpdatedToolOutput = stringJSON(r)
 		case ActionAppended:
 			context = append(context, o.Addition)
 		}
@@ -214,7 +241,7 @@ func Render(ev Event, o Outcome, hints string) Output {
 	}
 	out.Reason = capString(out.Reason)
 	spec.PermissionDecisionReason = capString(spec.PermissionDecisionReason)
-	if spec.PermissionDecision != "" || len(spec.UpdatedInput) > 0 || spec.AdditionalContext != "" || spec.UpdatedToolOutput != nil {
+	if spec.PermissionDecision != "" || len(spec.UpdatedInput) > 0 || spec.AdditionalContext != "" || len(spec.UpdatedToolOutput) > 0 {
 		out.HookSpecificOutput = &spec
 	}
 	return out
@@ -232,8 +259,12 @@ func stopReason(o Outcome, what string) string {
 	return what + " by a Pixie gate."
 }
 
-// withPrompt returns tool_input with its "prompt" replaced, other fields unchanged.
-func withPrompt(toolInput json.RawMessage, prompt string) (json.RawMessage, error) {
+// withPrompt returns tool_input with its field (prompt or message) replaced, other fields
+// unchanged.
+func withPrompt(toolInput json.RawMessage, field, prompt string) (json.RawMessage, error) {
+	if field == "" {
+		field = "prompt"
+	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(toolInput, &m); err != nil {
 		return nil, err
@@ -245,7 +276,7 @@ func withPrompt(toolInput json.RawMessage, prompt string) (json.RawMessage, erro
 	if err != nil {
 		return nil, err
 	}
-	m["prompt"] = p
+	m[field] = p
 	return marshalNoEscape(m)
 }
 
@@ -295,4 +326,98 @@ func capString(s string) string {
 		n += w
 	}
 	return s
+}
+
+// stringJSON is s as a JSON string.
+func stringJSON(s string) json.RawMessage {
+	raw, err := marshalNoEscape(s)
+	if err != nil {
+		return json.RawMessage(`""`)
+	}
+	return raw
+}
+
+// keptKeys are fields whose strings say what a value is rather than carry its content; they
+// keep their value when a result is withheld, so the result keeps the shape its tool declares
+// (a discriminator such as Read's "type":"text" must survive).
+var keptKeys = map[string]bool{"type": true, "kind": true, "subtype": true, "mimeType": true, "media_type": true, "encoding": true}
+
+// mainKeys are the fields that carry a result's text, best first: the notice goes into the
+// best-ranked one found at any depth (ties: breadth first).
+var mainKeys = []string{"stdout", "content", "output", "result", "text"}
+
+// withheldOutput is a tool result with its content taken out, in the result's own shape: a
+// string result becomes the notice; in an object or array every string but the keptKeys ones
+// is emptied and the notice goes into the main field (mainKeys), else into the first emptied
+// string (breadth first). A result with no string to carry it becomes the notice.
+func withheldOutput(raw json.RawMessage, notice string) json.RawMessage {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return stringJSON(notice)
+	}
+	if _, ok := v.(string); ok || v == nil {
+		return stringJSON(notice)
+	}
+	var slots []func(string) // setters of the emptied strings, breadth first
+	var main func(string)
+	mainRank := len(mainKeys)
+	queue := []any{v}
+	for len(queue) > 0 {
+		cur := queue[0]
+		queue = queue[1:]
+		switch x := cur.(type) {
+		case map[string]any:
+			keys := make([]string, 0, len(x))
+			for k := range x {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				switch val := x[k].(type) {
+				case string:
+					if keptKeys[k] {
+						continue
+					}
+					m, key := x, k
+					set := func(s string) { m[key] = s }
+					set("")
+					slots = append(slots, set)
+					for r, mk := range mainKeys {
+						if mk == k && r < mainRank {
+							main, mainRank = set, r
+						}
+					}
+				case map[string]any, []any:
+					queue = append(queue, val)
+				}
+			}
+		case []any:
+			for i, e := range x {
+				switch e.(type) {
+				case string:
+					a, idx := x, i
+					set := func(s string) { a[idx] = s }
+					set("")
+					slots = append(slots, set)
+				case map[string]any, []any:
+					queue = append(queue, e)
+				}
+			}
+		}
+	}
+	switch {
+	case main != nil:
+		main(notice)
+	case len(slots) > 0:
+		slots[0](notice)
+	default:
+		return stringJSON(notice)
+	}
+	out, err := marshalNoEscape(v)
+	if err != nil {
+		return stringJSON(notice)
+	}
+	return out
 }

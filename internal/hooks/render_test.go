@@ -56,6 +56,9 @@ var renderCases = []struct {
 	{"pre_tool_use_agent-appended", "pre_tool_use_agent", Outcome{Action: ActionAppended, Gate: "agent-protocol",
 		Text: "find every caller of Map\n\nAnswer with file:line only.", Addition: "Answer with file:line only.",
 		Notes: []string{"Protocol footer added."}}, ""},
+	{"codex_spawn_agent-replaced", "codex_spawn_agent", Outcome{Action: ActionReplaced, Text: "TASK: run go test ./...\nOUTPUT: failures only"}, ""},
+	{"codex_spawn_agent-rejected", "codex_spawn_agent", Outcome{Action: ActionRejected, Reason: "Name the package.", Suggestion: "run go test ./internal/hooks"}, ""},
+	{"codex_subagent_prompt-none", "codex_subagent_prompt", Outcome{}, testHints},
 	{"pre_tool_use_task_child-replaced", "pre_tool_use_task_child", Outcome{Action: ActionReplaced, Text: "run go test ./internal/hooks"}, ""},
 
 	// PostToolUse → tool-after.
@@ -86,38 +89,52 @@ var renderCases = []struct {
 	{"session_start", "session_start", Outcome{}, ""},
 }
 
+// TestRenderGolden renders every case for each host: testdata/golden/<case>.json is Claude
+// Code's answer, testdata/golden/codex/<case>.json Codex's. Every answer must be one its host
+// applies (Accepts).
 func TestRenderGolden(t *testing.T) {
-	for _, tc := range renderCases {
-		t.Run(tc.name, func(t *testing.T) {
-			ev, err := Map(fixture(t, tc.fixture))
-			if err != nil {
-				t.Fatal(err)
-			}
-			out := Render(ev, tc.outcome, tc.hints)
-			var got bytes.Buffer
-			if err := json.Indent(&got, out.Marshal(), "", "  "); err != nil {
-				t.Fatal(err)
-			}
-			got.WriteByte('\n')
-			path := filepath.Join("testdata", "golden", tc.name+".json")
-			if *update {
-				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, got.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test -update to create it)", err)
-			}
-			if !bytes.Equal(got.Bytes(), want) {
-				t.Errorf("output differs from %s\ngot:\n%s\nwant:\n%s", path, got.Bytes(), want)
-			}
-			checkOutputShape(t, ev, out)
-		})
+	for _, host := range []string{HostClaudeCode, HostCodex} {
+		for _, tc := range renderCases {
+			t.Run(host+"/"+tc.name, func(t *testing.T) { renderGolden(t, host, tc.name, tc.fixture, tc.outcome, tc.hints) })
+		}
 	}
+}
+
+func renderGolden(t *testing.T, host, name, fix string, outcome Outcome, hints string) {
+	ev, err := Map(fixture(t, fix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev.Host = host
+	out := Render(ev, outcome, hints)
+	if err := Accepts(ev, out); err != nil {
+		t.Errorf("%s would not apply the answer: %v\n%s", host, err, out.Marshal())
+	}
+	var got bytes.Buffer
+	if err := json.Indent(&got, out.Marshal(), "", "  "); err != nil {
+		t.Fatal(err)
+	}
+	got.WriteByte('\n')
+	path := filepath.Join("testdata", "golden", name+".json")
+	if host == HostCodex {
+		path = filepath.Join("testdata", "golden", "codex", name+".json")
+	}
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got.Bytes(), want) {
+		t.Errorf("output differs from %s\ngot:\n%s\nwant:\n%s", path, got.Bytes(), want)
+	}
+	checkOutputShape(t, ev, out)
 }
 
 // checkOutputShape checks the invariants every output must keep: strings within the cap, a
@@ -184,7 +201,11 @@ func TestRenderCaps(t *testing.T) {
 		{"hints and addition", "post_tool_use", Outcome{Action: ActionAppended, Addition: big}, testHints,
 			func(o Output) string { return o.HookSpecificOutput.AdditionalContext }},
 		{"replacement", "post_tool_use_text", Outcome{Action: ActionReplaced, Text: emoji}, "",
-			func(o Output) string { return *o.HookSpecificOutput.UpdatedToolOutput }},
+			func(o Output) string {
+				var r string
+				_ = json.Unmarshal(o.HookSpecificOutput.UpdatedToolOutput, &r)
+				return r
+			}},
 		{"notes", "stop", Outcome{Notes: []string{big}}, "", func(o Output) string { return o.SystemMessage }},
 		{"agent prompt", "pre_tool_use_agent", Outcome{Action: ActionReplaced, Text: big}, "", func(o Output) string {
 			var in struct{ Prompt string }

@@ -3,6 +3,7 @@ package hooks
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"regexp"
@@ -82,18 +83,36 @@ func CheckPreset(p string) error {
 	return nil
 }
 
-// Handle answers one hook call: input is the hook input JSON, preset the session's preset
-// (empty: Config.DefaultPreset). It calls deliver with the output; hints the output carries are
-// confirmed when deliver returns nil and returned to the queue when it fails, so a hint is
-// consumed exactly when an answer carrying it went out. An event Pixie does not handle is
-// answered {} at once, without touching the store. Errors are coded (errs).
-func (s *Service) Handle(ctx context.Context, preset string, input []byte, deliver func(Output) error) error {
+// Call is what a hook call says besides its input.
+type Call struct {
+	// Preset is the session's preset; empty means Config.DefaultPreset.
+	Preset string
+	// Host is HostClaudeCode or HostCodex (also "claude"); empty means inferred from the
+	// input (see the package comment).
+	Host string
+}
+
+// Handle answers one hook call: input is the hook input JSON. It calls deliver with the output,
+// in the fields the host accepts; hints the output carries are confirmed when deliver returns
+// nil and returned to the queue when it fails, so a hint is consumed exactly when an answer
+// carrying it went out. An event Pixie does not handle is answered {} at once, without touching
+// the store. A preset that does not exist runs no gate and says so to the user (systemMessage)
+// at every event. Errors are coded (errs).
+func (s *Service) Handle(ctx context.Context, call Call, input []byte, deliver func(Output) error) error {
+	preset := call.Preset
 	if err := CheckPreset(preset); err != nil {
+		return err
+	}
+	host, err := CheckHost(call.Host)
+	if err != nil {
 		return err
 	}
 	ev, err := Map(input)
 	if err != nil {
 		return err
+	}
+	if host != "" {
+		ev.Host = host
 	}
 	if !ev.Handled {
 		return deliver(Output{})
@@ -105,7 +124,7 @@ func (s *Service) Handle(ctx context.Context, preset string, input []byte, deliv
 	if err != nil {
 		return err
 	}
-	if ev.Name == EventUserPromptSubmit && s.hints != nil {
+	if ev.Name == EventUserPromptSubmit && ev.Agent == AgentRoot && s.hints != nil {
 		if err := s.hints.TurnStart(ev.SessionID); err != nil {
 			return err
 		}
@@ -130,6 +149,16 @@ func (s *Service) Handle(ctx context.Context, preset string, input []byte, deliv
 		}
 	}
 	out := Render(ev, o, take.Message)
+	if aerr := Accepts(ev, out); aerr != nil {
+		// Cannot happen with Render's answers; if it did, the host would drop the answer, so
+		// send what it takes and keep the hints for the next step.
+		s.log.Error("hooks: an answer the host would not apply", "host", ev.Host, "event", ev.Name, "err", aerr)
+		out = Output{SystemMessage: capString("Pixie: this step's answer was not in a form " + hostName(ev.Host) + " applies (" + aerr.Error() + "); the step went on unchecked.")}
+		if take.ID != "" {
+			s.finishTake(ctx, take.ID, false)
+			take = hint.Take{}
+		}
+	}
 	derr := deliver(out)
 	if take.ID != "" {
 		s.finishTake(ctx, take.ID, derr == nil)
@@ -185,6 +214,10 @@ func (s *Service) evaluate(ctx context.Context, ev Event, preset string, turn in
 	if err != nil {
 		return Outcome{}, err
 	}
+	if res.Skipped == gate.SkipNoPreset {
+		return Outcome{Action: ActionNone, Notes: []string{fmt.Sprintf("the preset %q does not exist on this Pixie server, so no gate checks this session. "+
+			"Create it (pixie gate apply -f gates.yaml), or point the hooks at an existing preset (pixie init … --preset P); pixie doctor checks the whole set-up.", preset)}}, nil
+	}
 	return Outcome{Action: res.Action, Gate: res.Gate, Text: res.Text, Addition: res.Addition,
 		Reason: res.Reason, Suggestion: res.Suggestion, Notes: res.Notes, Error: res.Error}, nil
 }
@@ -238,6 +271,9 @@ func (s *Service) turn(ctx context.Context, ev Event) (int, error) {
 		}
 		next := cur
 		switch {
+		case ev.Agent == AgentChild && found && cur.Turn > 0:
+			// A subagent's events (Codex gives its prompts a turn_id of their own) belong to
+			// the main agent's current turn.
 		case ev.Name == EventUserPromptSubmit:
 			if !found || ev.TurnKey == "" || ev.TurnKey != cur.Key || cur.Turn == 0 {
 				next.Turn, next.Key = cur.Turn+1, ev.TurnKey

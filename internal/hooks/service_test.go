@@ -49,7 +49,7 @@ func TestServiceEvents(t *testing.T) {
 			abi.GateOutput{Verdict: "stop", Reason: "Name the directory.", Replace: "delete ./victim/build"},
 			func(t *testing.T, o Output) {
 				want(t, o.Decision == "block" && o.Reason == "Name the directory.", "decision %q reason %q", o.Decision, o.Reason)
-				want(t, strings.Contains(o.SystemMessage, "Suggested message:\ndelete ./victim/build"), "systemMessage %q", o.SystemMessage)
+				want(t, strings.Contains(o.SystemMessage, "Suggested message (not sent to the agent):\ndelete ./victim/build"), "systemMessage %q", o.SystemMessage)
 				want(t, o.HookSpecificOutput == nil, "hookSpecificOutput %+v", o.HookSpecificOutput)
 			}},
 		{"user-message replaced", "user_prompt_submit", nil,
@@ -68,8 +68,10 @@ func TestServiceEvents(t *testing.T) {
 			abi.GateOutput{Verdict: "stop", Reason: "Name the files.", Replace: "find callers of Map in server/"},
 			func(t *testing.T, o Output) {
 				h := specOf(o)
-				want(t, h.PermissionDecision == "deny" && h.PermissionDecisionReason == "Name the files.\n\nSuggested message:\nfind callers of Map in server/",
+				// The spec: on a stop the replacement never reaches the main model; the user sees it.
+				want(t, h.PermissionDecision == "deny" && h.PermissionDecisionReason == "Name the files.",
 					"decision %q reason %q", h.PermissionDecision, h.PermissionDecisionReason)
+				want(t, strings.Contains(o.SystemMessage, "Suggested message (not sent to the agent):\nfind callers of Map in server/"), "systemMessage %q", o.SystemMessage)
 			}},
 		{"agent-message replaced", "pre_tool_use_agent", nil,
 			abi.GateOutput{Replace: "TASK: find callers of Map"},
@@ -119,7 +121,7 @@ func TestServiceEvents(t *testing.T) {
 			abi.GateOutput{Replace: "Two results."},
 			func(t *testing.T, o Output) {
 				h := specOf(o)
-				want(t, h.UpdatedToolOutput != nil && *h.UpdatedToolOutput == "Two results.", "updatedToolOutput %v", h.UpdatedToolOutput)
+				want(t, string(h.UpdatedToolOutput) == `"Two results."`, "updatedToolOutput %s", h.UpdatedToolOutput)
 			}},
 		{"turn-end steered", "stop", nil,
 			abi.GateOutput{Verdict: "stop", Reason: "Run the tests first."},
@@ -136,9 +138,12 @@ func TestServiceEvents(t *testing.T) {
 			func(t *testing.T, o Output) {
 				want(t, o.Decision == "block" && o.Reason == "Add line numbers.", "decision %q reason %q", o.Decision, o.Reason)
 			}},
-		{"unknown preset runs no gate", "stop", map[string]any{"preset": "none"},
+		{"unknown preset runs no gate and says so", "stop", map[string]any{"preset": "none"},
 			abi.GateOutput{Verdict: "stop", Reason: "x"},
-			func(t *testing.T, o Output) { want(t, o.Empty(), "output %+v", o) }},
+			func(t *testing.T, o Output) {
+				want(t, o.Decision == "" && o.HookSpecificOutput == nil, "output %+v", o)
+				want(t, strings.Contains(o.SystemMessage, `the preset "none" does not exist`) && strings.Contains(o.SystemMessage, "pixie doctor"), "systemMessage %q", o.SystemMessage)
+			}},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -179,7 +184,7 @@ func TestServiceUnhandledTouchesNothing(t *testing.T) {
 	svc := New(nil, nil, nil, Config{})
 	for _, f := range []string{"notification", "session_start"} {
 		var got Output
-		err := svc.Handle(context.Background(), "", fixture(t, f), func(o Output) error { got = o; return nil })
+		err := svc.Handle(context.Background(), Call{Preset: ""}, fixture(t, f), func(o Output) error { got = o; return nil })
 		if err != nil || !got.Empty() || string(got.Marshal()) != "{}" {
 			t.Errorf("%s: output %s, err %v", f, got.Marshal(), err)
 		}
@@ -188,11 +193,11 @@ func TestServiceUnhandledTouchesNothing(t *testing.T) {
 
 func TestServiceInvalid(t *testing.T) {
 	s := newStack(t)
-	err := s.svc.Handle(context.Background(), "p", []byte(`{"hook_event_name":"PreToolUse","session_id":"x"}`), func(Output) error { return nil })
+	err := s.svc.Handle(context.Background(), Call{Preset: "p"}, []byte(`{"hook_event_name":"PreToolUse","session_id":"x"}`), func(Output) error { return nil })
 	if errs.CodeOf(err) != errs.Invalid {
 		t.Errorf("bad input: err = %v", err)
 	}
-	err = s.svc.Handle(context.Background(), "../etc", fixture(t, "stop"), func(Output) error { return nil })
+	err = s.svc.Handle(context.Background(), Call{Preset: "../etc"}, fixture(t, "stop"), func(Output) error { return nil })
 	if errs.CodeOf(err) != errs.Invalid {
 		t.Errorf("bad preset: err = %v", err)
 	}
@@ -345,7 +350,7 @@ func TestServiceHintRollback(t *testing.T) {
 	in := input(t, "post_tool_use", map[string]any{"session_id": "rb"})
 	lost := errors.New("client went away")
 	var first Output
-	err := s.svc.Handle(ctx, "p", in, func(o Output) error { first = o; return lost })
+	err := s.svc.Handle(ctx, Call{Preset: "p"}, in, func(o Output) error { first = o; return lost })
 	if !errors.Is(err, lost) {
 		t.Fatalf("Handle error = %v, want the deliver error", err)
 	}
@@ -412,7 +417,7 @@ func TestServiceHintsExactlyOnceConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < calls; i++ {
-				if err := s.svc.Handle(ctx, "p", in, func(o Output) error { record(o); return nil }); err != nil {
+				if err := s.svc.Handle(ctx, Call{Preset: "p"}, in, func(o Output) error { record(o); return nil }); err != nil {
 					t.Error(err)
 					return
 				}
@@ -422,7 +427,7 @@ func TestServiceHintsExactlyOnceConcurrent(t *testing.T) {
 	wg.Wait()
 	// Whatever is still pending is taken by the last calls (at most MaxPerStep each).
 	for i := 0; i < hintsN/hint.DefaultMaxPerStep+1; i++ {
-		if err := s.svc.Handle(ctx, "p", in, func(o Output) error { record(o); return nil }); err != nil {
+		if err := s.svc.Handle(ctx, Call{Preset: "p"}, in, func(o Output) error { record(o); return nil }); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -199,7 +199,7 @@ func buildStack(wasmPath string) (*stack, error) {
 func (s *stack) handle(t testing.TB, preset string, input []byte) Output {
 	t.Helper()
 	var out Output
-	err := s.svc.Handle(context.Background(), preset, input, func(o Output) error { out = o; return nil })
+	err := s.svc.Handle(context.Background(), Call{Preset: preset}, input, func(o Output) error { out = o; return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
