@@ -21,6 +21,7 @@ const (
 var (
 	echo    = "github.com/labstack/echo"
 	badger  = "github.com/dgraph-io/badger"
+	pgx     = "github.com/jackc/pgx"
 	wazero  = "github.com/tetratelabs/wazero"
 	extism  = "github.com/extism/go-sdk"
 	server  = mod + "/server"
@@ -40,14 +41,14 @@ type rule struct {
 }
 
 var rules = []rule{
-	{name: "server", pattern: "./server/...", deny: []string{badger, wazero, extism}},
-	{name: "runtime-root", pattern: "./runtime", deny: []string{echo, badger, wazero, extism, server}},
-	{name: "runtime-engines", pattern: "./runtime/...", deny: []string{echo, badger, server}},
-	{name: "hostfuncs", pattern: "./hostfuncs/...", deny: []string{echo, badger, server, rtime}},
-	{name: "store-portable", pattern: "./internal/store", deny: []string{echo, wazero, badger}},
+	{name: "server", pattern: "./server/...", deny: []string{badger, pgx, wazero, extism}},
+	{name: "runtime-root", pattern: "./runtime", deny: []string{echo, badger, pgx, wazero, extism, server}},
+	{name: "runtime-engines", pattern: "./runtime/...", deny: []string{echo, badger, pgx, server}},
+	{name: "hostfuncs", pattern: "./hostfuncs/...", deny: []string{echo, badger, pgx, server, rtime}},
+	{name: "store-portable", pattern: "./internal/store", deny: []string{echo, wazero, badger, pgx}},
 	{name: "store-drivers", pattern: "./internal/store/...", deny: []string{echo, wazero}},
 	{name: "domain", pattern: "./internal/gate/... ./internal/hint/... ./internal/judge/... ./internal/model/... ./internal/pet/... ./internal/channel/...",
-		deny: []string{echo, badger, wazero, extism}},
+		deny: []string{echo, badger, pgx, wazero, extism}},
 	{name: "errs", pattern: "./internal/errs", deny: []string{stdOnly}},
 	{name: "abi", pattern: "./abi/...", dir: "sdk", deny: []string{stdOnly}},
 	{name: "sdk-host", pattern: "./...", dir: "sdk", deny: []string{stdOnly}, allow: []string{pdk, sdkMod}},

@@ -95,6 +95,8 @@ type Options struct {
 type Store struct {
 	d          Driver
 	maxRetries int
+	instance   string
+	bus        bus
 }
 
 // New returns a Store over d.
@@ -102,15 +104,27 @@ func New(d Driver, opts Options) *Store {
 	if opts.MaxRetries <= 0 {
 		opts.MaxRetries = 100
 	}
-	return &Store{d: d, maxRetries: opts.MaxRetries}
+	s := &Store{d: d, maxRetries: opts.MaxRetries, instance: newInstanceID()}
+	s.bus.init(d)
+	return s
 }
 
-// Close closes the driver.
-func (s *Store) Close() error { return s.d.Close() }
+// Close stops the notification listener, gives up the leases this process holds, and closes
+// the driver.
+func (s *Store) Close() error {
+	s.bus.stop()
+	if sd, ok := s.d.(SharedDriver); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = sd.Release(ctx, s.instance)
+		cancel()
+	}
+	return s.d.Close()
+}
 
 // Tx is a transaction handed to Update and View callbacks. It must not be used after the
 // callback returns.
 type Tx struct {
+	s        *Store
 	dt       DriverTx
 	readOnly bool
 	// after runs once the transaction committed (for notifications); Update only.
@@ -128,7 +142,7 @@ func (s *Store) Update(ctx context.Context, fn func(tx *Tx) error) error {
 		}
 		var tx *Tx
 		err := s.d.Update(ctx, func(dt DriverTx) error {
-			tx = &Tx{dt: dt}
+			tx = &Tx{s: s, dt: dt}
 			return fn(tx)
 		})
 		if err == nil {
@@ -156,7 +170,7 @@ func (s *Store) View(ctx context.Context, fn func(tx *Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.mapErr(s.d.View(ctx, func(dt DriverTx) error { return fn(&Tx{dt: dt, readOnly: true}) }))
+	return s.mapErr(s.d.View(ctx, func(dt DriverTx) error { return fn(&Tx{s: s, dt: dt, readOnly: true}) }))
 }
 
 // mapErr keeps driver errors from leaking: ours and callers' errors pass through unchanged.
