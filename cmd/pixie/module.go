@@ -123,6 +123,9 @@ func (m *wasmModules) close() {
 	if m.v != nil {
 		_ = m.v.Close(context.Background())
 	}
+	if m.reg != nil {
+		m.reg.Close()
+	}
 }
 
 // wasmInfo is the "wasm" entry of /v1/info: the limits in force, the cache directory and the

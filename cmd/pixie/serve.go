@@ -2,13 +2,10 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"net"
 	"os"
@@ -17,13 +14,17 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/pixie-dev/pixie/internal/cluster"
 	"github.com/pixie-dev/pixie/internal/config"
 	"github.com/pixie-dev/pixie/internal/gate"
+	"github.com/pixie-dev/pixie/internal/redact"
+	"github.com/pixie-dev/pixie/internal/store"
 	"github.com/pixie-dev/pixie/internal/store/badgerstore"
+	"github.com/pixie-dev/pixie/internal/store/pgstore"
 	"github.com/pixie-dev/pixie/server"
 )
 
-const tokenFile = "token"
+const tokenFile = cluster.TokenFile
 
 // The home's layout. The store lives in data/, module bytes in blobs/, the wazero compilation
 // cache in cache/, and legacy gate scripts in commands/ (the default script folder).
@@ -131,60 +132,47 @@ func newLogger(cfg config.Config) *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, opts))
 }
 
-// prepareHome creates the home and its folders on first start and returns the admin token,
-// creating it (and reporting fresh=true) when missing.
-func prepareHome(home string) (token string, fresh bool, err error) {
+// prepareHome creates the home and its folders on first start.
+func prepareHome(home string) error {
 	if err := os.MkdirAll(home, 0o700); err != nil {
-		return "", false, fmt.Errorf("create home %s: %w", home, err)
+		return fmt.Errorf("create home %s: %w", home, err)
 	}
 	for _, d := range []string{homeData, homeBlobs, homeCache, homeCommands} {
 		if err := os.MkdirAll(filepath.Join(home, d), 0o700); err != nil {
-			return "", false, fmt.Errorf("create %s: %w", d, err)
+			return fmt.Errorf("create %s: %w", d, err)
 		}
 	}
-	p := filepath.Join(home, tokenFile)
-	raw, err := os.ReadFile(p)
-	switch {
-	case err == nil:
-		t := strings.TrimSpace(string(raw))
-		if len(t) < 32 {
-			return "", false, fmt.Errorf("token file %s is too short; delete it to generate a new one", p)
+	return nil
+}
+
+// openStore opens the configured store: Badger in <home>/data, or PostgreSQL. An unreachable
+// database stops start-up with an error naming it (password masked).
+func openStore(ctx context.Context, cfg config.Config, log *slog.Logger) (*store.Store, map[string]any, error) {
+	if cfg.Store.Driver == "postgres" {
+		pg := cfg.Store.Postgres
+		st, err := pgstore.Open(ctx, pgstore.Options{URL: pg.URL, MaxConns: pg.MaxConns,
+			StatementTimeout: pg.StatementTimeout, Poll: pg.Poll, PollInterval: pg.PollInterval, Logger: log})
+		if err != nil {
+			return nil, nil, err
 		}
-		if st, err := os.Stat(p); err == nil && st.Mode().Perm()&0o077 != 0 {
-			return "", false, fmt.Errorf("token file %s must not be readable by others (chmod 600)", p)
-		}
-		return t, false, nil
-	case !errors.Is(err, fs.ErrNotExist):
-		return "", false, fmt.Errorf("read token: %w", err)
+		log.Info("store: PostgreSQL", "url", redact.URL(pg.URL), "instance", st.Instance())
+		return st, map[string]any{"driver": "postgres", "url": redact.URL(pg.URL), "poll": pg.Poll,
+			"schemaVersion": pgstore.SchemaVersion, "instance": st.Instance()}, nil
 	}
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return "", false, err
-	}
-	t := hex.EncodeToString(b)
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	dir := filepath.Join(cfg.Home, homeData)
+	st, err := badgerstore.Open(ctx, badgerstore.Options{Dir: dir, GCInterval: cfg.Server.StoreGCInterval, Logger: log})
 	if err != nil {
-		return "", false, fmt.Errorf("write token: %w", err)
+		return nil, nil, err
 	}
-	if _, err := f.WriteString(t + "\n"); err != nil {
-		f.Close()
-		return "", false, err
-	}
-	if err := f.Close(); err != nil {
-		return "", false, err
-	}
-	return t, true, nil
+	return st, map[string]any{"driver": "badger", "dir": dir}, nil
 }
 
 func serve(ctx context.Context, cfg config.Config, out io.Writer) error {
 	log := newLogger(cfg)
-	token, fresh, err := prepareHome(cfg.Home)
-	if err != nil {
+	if err := prepareHome(cfg.Home); err != nil {
 		return err
 	}
-	st, err := badgerstore.Open(ctx, badgerstore.Options{
-		Dir: filepath.Join(cfg.Home, homeData), GCInterval: cfg.Server.StoreGCInterval, Logger: log,
-	})
+	st, storeInfo, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -193,11 +181,23 @@ func serve(ctx context.Context, cfg config.Config, out io.Writer) error {
 			log.Error("closing the store", "err", err)
 		}
 	}()
-
-	a, err := buildApp(ctx, cfg, log, st, token)
+	// The admin token: the home's token file, or, on a shared store, the store's (written into
+	// this home's token file), so that every replica accepts it.
+	token, fresh, err := cluster.AdminToken(ctx, st, cfg.Home)
 	if err != nil {
 		return err
 	}
+	node, err := cluster.Join(ctx, st, cluster.Options{URL: cfg.Store.Postgres.ReplicaURL, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer node.Close()
+
+	a, err := buildApp(ctx, cfg, log, st, node, token)
+	if err != nil {
+		return err
+	}
+	a.info["store"] = storeInfo
 	defer a.close()
 
 	ln, err := net.Listen("tcp", cfg.Addr)
@@ -207,6 +207,11 @@ func serve(ctx context.Context, cfg config.Config, out io.Writer) error {
 	url := "http://" + ln.Addr().String()
 	if cfg.PublicURL == "" && a.gates != nil {
 		a.gates.SetHelperURL(url) // the real port, when --addr asked for :0
+	}
+	if cfg.Store.Postgres.ReplicaURL == "" {
+		if err := node.SetURL(ctx, url); err != nil {
+			return fmt.Errorf("cluster: record this replica's URL: %w", err)
+		}
 	}
 	fmt.Fprintf(out, "Pixie %s is listening on %s (home %s)\n", version, url, cfg.Home)
 	if fresh {
@@ -238,6 +243,7 @@ func listenError(addr string, err error) error {
 type app struct {
 	srv     *server.Server
 	gates   *gate.Service
+	info    map[string]any // /v1/info's static part
 	closers []func()
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 
 	"github.com/pixie-dev/pixie/internal/agentskill"
+	"github.com/pixie-dev/pixie/internal/cluster"
 	"github.com/pixie-dev/pixie/internal/config"
 	"github.com/pixie-dev/pixie/internal/credentials"
 	"github.com/pixie-dev/pixie/internal/gate"
@@ -25,7 +26,7 @@ import (
 
 // buildApp wires the domain services into the server. It is the one place that chooses
 // engines (Badger, wazero, bash) for the portable interfaces the domains use.
-func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *store.Store, token string) (*app, error) {
+func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *store.Store, node *cluster.Node, token string) (*app, error) {
 	a := &app{}
 	// The Pixie model every service holds (gates, the judge, Pet, Lark) is a Swappable: the
 	// settings service gives it its provider from pixie.yaml, the environment and the settings
@@ -46,9 +47,11 @@ func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *stor
 		return nil, fmt.Errorf("model: %w", err)
 	}
 	info := map[string]any{
-		"home": cfg.Home,
-		"addr": cfg.Addr,
+		"home":     cfg.Home,
+		"addr":     cfg.Addr,
+		"instance": node.Self(),
 	}
+	a.info = info
 	// Rules run through one dispatcher: legacy scripts under the Landlock sandbox, WASM modules
 	// in wazero. A missing executor is not fatal: its rules fail under their gate's error policy.
 	rules := runtime.Dispatcher{}

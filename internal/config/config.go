@@ -25,13 +25,15 @@ import (
 
 	yaml "go.yaml.in/yaml/v3"
 
+	"github.com/pixie-dev/pixie/internal/redact"
 	"github.com/pixie-dev/pixie/internal/yamlline"
 )
 
 // FileName is the configuration file inside the home.
 const FileName = "pixie.yaml"
 
-// Config holds every setting. Fields tagged secret:"true" are masked when shown.
+// Config holds every setting. Fields tagged secret:"true" are masked when shown; secret:"url"
+// marks a URL whose password alone is masked.
 type Config struct {
 	// Home is the home directory (not a file setting: it is where the file lives).
 	Home string `yaml:"-"`
@@ -47,6 +49,7 @@ type Config struct {
 	LogFormat string `yaml:"logFormat" doc:"text or json"`
 
 	Server ServerConfig `yaml:"server"`
+	Store  StoreConfig  `yaml:"store"`
 	Model  ModelConfig  `yaml:"model"`
 	Judge  JudgeConfig  `yaml:"judge"`
 	Gates  GatesConfig  `yaml:"gates"`
@@ -66,6 +69,22 @@ type ServerConfig struct {
 	ShutdownTimeout time.Duration `yaml:"shutdownTimeout" doc:"graceful shutdown budget"`
 	CookieTTL       time.Duration `yaml:"cookieTtl" doc:"web UI login lifetime"`
 	StoreGCInterval time.Duration `yaml:"storeGcInterval" doc:"Badger value-log GC interval"`
+}
+
+// StoreConfig is where Pixie keeps its state.
+type StoreConfig struct {
+	Driver   string         `yaml:"driver" doc:"badger (embedded, in <home>/data) or postgres (N replicas on one database: docs/scale.md)"`
+	Postgres PostgresConfig `yaml:"postgres"`
+}
+
+// PostgresConfig is the PostgreSQL driver.
+type PostgresConfig struct {
+	URL              string        `yaml:"url" secret:"url" doc:"database URL, postgres://user:password@host:5432/db?sslmode=…; the password is masked everywhere"`
+	MaxConns         int           `yaml:"maxConns" doc:"connection pool cap per replica (one more for notifications)"`
+	StatementTimeout time.Duration `yaml:"statementTimeout" doc:"statement and idle-in-transaction timeout"`
+	Poll             bool          `yaml:"poll" doc:"poll instead of LISTEN/NOTIFY (for compatible databases without it)"`
+	PollInterval     time.Duration `yaml:"pollInterval" doc:"poll period when poll is on"`
+	ReplicaURL       string        `yaml:"replicaUrl" doc:"URL the other replicas reach this one at (helper calls that land on another replica are forwarded here); empty = http://<addr>"`
 }
 
 // ModelConfig is the Pixie model.
@@ -150,6 +169,8 @@ func Defaults(home string) Config {
 			IdleTimeout: 120 * time.Second, ShutdownTimeout: 10 * time.Second, CookieTTL: 12 * time.Hour,
 			StoreGCInterval: 5 * time.Minute,
 		},
+		Store: StoreConfig{Driver: "badger", Postgres: PostgresConfig{MaxConns: 10,
+			StatementTimeout: 30 * time.Second, PollInterval: time.Second}},
 		Model: ModelConfig{Timeout: 60 * time.Second},
 		Judge: JudgeConfig{Engine: "llm", JevModel: "jev-latest", JevTimeout: 30 * time.Second},
 		Gates: GatesConfig{DefaultTimeout: 60 * time.Second},
@@ -354,6 +375,7 @@ type field struct {
 	path, env string
 	v         reflect.Value
 	secret    bool
+	urlSecret bool // a URL whose password alone is masked
 	doc       string
 }
 
@@ -403,7 +425,7 @@ func leaves(v reflect.Value, prefix string) []field {
 			out = append(out, leaves(fv, p)...)
 			continue
 		}
-		out = append(out, field{path: p, env: envName(p), v: fv, secret: sf.Tag.Get("secret") == "true", doc: sf.Tag.Get("doc")})
+		out = append(out, field{path: p, env: envName(p), v: fv, secret: sf.Tag.Get("secret") != "", urlSecret: sf.Tag.Get("secret") == "url", doc: sf.Tag.Get("doc")})
 	}
 	return out
 }
@@ -490,6 +512,18 @@ func (c *Config) Validate() error {
 			return bad(m.key+".timeout", "must not be negative")
 		}
 	}
+	switch c.Store.Driver {
+	case "badger":
+	case "postgres":
+		if strings.TrimSpace(c.Store.Postgres.URL) == "" {
+			return bad("store.postgres.url", "is required when store.driver is postgres (PIXIE_STORE_POSTGRES_URL)")
+		}
+	default:
+		return bad("store.driver", "must be badger or postgres, got %q", c.Store.Driver)
+	}
+	if u := c.Store.Postgres.ReplicaURL; u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+		return bad("store.postgres.replicaUrl", "must start with http:// or https://")
+	}
 	switch c.Judge.Engine {
 	case "llm", "jev":
 	default:
@@ -522,6 +556,9 @@ func (c *Config) Validate() error {
 		{"hints.heartbeat", int64(c.Hints.Heartbeat)},
 		{"hints.lease", int64(c.Hints.Lease)},
 		{"hooks.timeout", int64(c.Hooks.Timeout)},
+		{"store.postgres.maxConns", int64(c.Store.Postgres.MaxConns)},
+		{"store.postgres.statementTimeout", int64(c.Store.Postgres.StatementTimeout)},
+		{"store.postgres.pollInterval", int64(c.Store.Postgres.PollInterval)},
 		{"pet.maxSkillFiles", int64(c.Pet.MaxSkillFiles)},
 		{"pet.maxSkillFileSize", c.Pet.MaxSkillFileSize},
 		{"pet.maxSkillSize", c.Pet.MaxSkillSize},
@@ -557,7 +594,10 @@ func (c Config) Settings() []Setting {
 		if f.v.Kind() == reflect.Slice {
 			val = strings.Join(f.v.Interface().([]string), ",")
 		}
-		if f.secret {
+		switch {
+		case f.urlSecret:
+			val = redact.URL(val)
+		case f.secret:
 			val = Mask(val)
 		}
 		out = append(out, Setting{Key: f.path, Env: f.env, Value: val, Secret: f.secret, Doc: f.doc})

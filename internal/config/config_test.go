@@ -116,3 +116,49 @@ func ExampleConfig_Settings() {
 	// addr PIXIE_ADDR 127.0.0.1:7777
 	// allowedHosts PIXIE_ALLOWED_HOSTS
 }
+
+func TestStoreSettings(t *testing.T) {
+	home := t.TempDir()
+	env := []string{"PIXIE_STORE_DRIVER=postgres", "PIXIE_STORE_POSTGRES_URL=postgres://pixie:hunter2-pw@db.internal:5432/pixie?sslmode=require"}
+	c, err := Load(home, os.Getenv, env, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Store.Driver != "postgres" || !strings.Contains(c.Store.Postgres.URL, "hunter2-pw") {
+		t.Fatalf("got %+v", c.Store)
+	}
+	var shown string
+	for _, s := range c.Settings() {
+		if strings.Contains(s.Value, "hunter2-pw") {
+			t.Fatalf("%s shows the password: %s", s.Key, s.Value)
+		}
+		if s.Key == "store.postgres.url" {
+			shown = s.Value
+		}
+	}
+	if shown != "postgres://pixie:xxxxx@db.internal:5432/pixie?sslmode=require" {
+		t.Fatalf("masked URL %q", shown)
+	}
+	d := Defaults(home)
+	if d.Store.Driver != "badger" {
+		t.Fatalf("default driver %q", d.Store.Driver)
+	}
+	for _, c := range []struct {
+		name string
+		env  []string
+		key  string
+	}{
+		{"unknown driver", []string{"PIXIE_STORE_DRIVER=mysql"}, "store.driver"},
+		{"postgres without url", []string{"PIXIE_STORE_DRIVER=postgres"}, "store.postgres.url"},
+		{"bad replica url", []string{"PIXIE_STORE_POSTGRES_REPLICA_URL=10.0.0.1:7777"}, "store.postgres.replicaUrl"},
+		{"zero pool", []string{"PIXIE_STORE_POSTGRES_MAX_CONNS=0"}, "store.postgres.maxConns"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Load(home, os.Getenv, c.env, nil)
+			var ce *Error
+			if !errors.As(err, &ce) || ce.Key != c.key {
+				t.Fatalf("got %v, want an error naming %s", err, c.key)
+			}
+		})
+	}
+}

@@ -15,6 +15,18 @@
 //
 // Resolve, on every rule run, answers from memory after the first lookup of a reference; every
 // change made through the registry clears that memory when it commits.
+//
+// # Shared stores
+//
+// Over a store other processes share (PostgreSQL, N replicas), any replica must run any module,
+// so the bodies live in the store itself, content-addressed beside their metadata:
+//
+//	module-body/<sha256>  the module's bytes (raw, not JSON)
+//
+// written and deleted in the same transaction as module/<sha256>, so a body and its metadata
+// move together without files. Every change also notifies "modules", and each replica's Resolve
+// memory is cleared when it hears it (or when notifications may have been lost). The compile
+// cache (runtime/wasm) stays local to each replica: it is keyed by sha256, so it is never stale.
 package modules
 
 import (
@@ -82,6 +94,12 @@ var (
 	names = store.NewCollection[nameRec]("module-name")
 )
 
+// bodyKey is where a shared store keeps a module's bytes.
+func bodyKey(sha string) string { return "module-body/" + sha }
+
+// topic is the notification every change sends over a shared store.
+const topic = "modules"
+
 // Options configures a Registry. The zero value works.
 type Options struct {
 	// MaxSize caps a module's size in bytes; zero means DefaultMaxSize.
@@ -105,6 +123,10 @@ type Registry struct {
 	cacheMu  sync.Mutex
 	resolved map[string]string
 	gen      uint64
+
+	// shared keeps bodies in the store (module-body/<sha>) instead of files.
+	shared bool
+	unlisten func()
 }
 
 // New returns a registry storing module bodies in dir (created 0700 if missing) and metadata in
@@ -122,7 +144,19 @@ func New(st *store.Store, dir string, v Validator, opts Options) (*Registry, err
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Registry{st: st, dir: dir, v: v, max: opts.MaxSize, now: opts.Now, resolved: map[string]string{}}, nil
+	r := &Registry{st: st, dir: dir, v: v, max: opts.MaxSize, now: opts.Now, resolved: map[string]string{}, shared: st.Shared()}
+	if r.shared {
+		// Another replica's change, or notifications lost: forget what Resolve remembers.
+		r.unlisten = st.Listen(topic, func(store.Note) { r.invalidate() })
+	}
+	return r, nil
+}
+
+// Close stops listening for other replicas' changes.
+func (r *Registry) Close() {
+	if r.unlisten != nil {
+		r.unlisten()
+	}
 }
 
 // MaxSize is the size cap in bytes.
@@ -172,9 +206,13 @@ func (r *Registry) Put(ctx context.Context, name string, wasm []byte, entry stri
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	created, err := r.writeBlob(sha, wasm)
-	if err != nil {
-		return Module{}, errs.Wrap(errs.Internal, err, "store module")
+	created := false
+	if !r.shared {
+		var err error
+		created, err = r.writeBlob(sha, wasm)
+		if err != nil {
+			return Module{}, errs.Wrap(errs.Internal, err, "store module")
+		}
 	}
 	var oldSHA string
 	err = r.st.Update(ctx, func(tx *store.Tx) error {
@@ -185,6 +223,14 @@ func (r *Registry) Put(ctx context.Context, name string, wasm []byte, entry stri
 			if err := blobs.Put(tx, sha, Blob{SHA256: sha, Size: int64(len(wasm)), Exports: info.Exports, Imports: info.Imports, CreatedAt: now}); err != nil {
 				return err
 			}
+			if r.shared {
+				if err := tx.SetRaw(bodyKey(sha), wasm, 0); err != nil {
+					return err
+				}
+			}
+		}
+		if err := r.notify(tx); err != nil {
+			return err
 		}
 		old, err := names.Get(tx, name)
 		switch {
@@ -228,8 +274,19 @@ func (r *Registry) dropIfUnused(tx *store.Tx, sha, except string) error {
 	if err := blobs.Delete(tx, sha); err != nil {
 		return err
 	}
+	if r.shared {
+		return tx.DeleteRaw(bodyKey(sha))
+	}
 	tx.AfterCommit(func() { _ = os.Remove(r.path(sha)) })
 	return nil
+}
+
+// notify tells the other replicas (over a shared store) that the registry changed.
+func (r *Registry) notify(tx *store.Tx) error {
+	if !r.shared {
+		return nil
+	}
+	return tx.Notify(topic, "")
 }
 
 // writeBlob writes the body of sha unless an intact copy is there, reporting whether it wrote.
@@ -361,14 +418,26 @@ func (r *Registry) Load(ctx context.Context, sha string) ([]byte, error) {
 	if !shaRE.MatchString(sha) {
 		return nil, errs.New(errs.Invalid, "%q is not a sha256", sha)
 	}
-	b, err := os.ReadFile(r.path(sha))
+	var b []byte
+	var err error
+	if r.shared {
+		err = r.st.View(ctx, func(tx *store.Tx) error {
+			b, err = tx.GetRaw(bodyKey(sha))
+			return err
+		})
+		if errors.Is(err, store.ErrNotFound) {
+			err = os.ErrNotExist
+		}
+	} else {
+		b, err = os.ReadFile(r.path(sha))
+	}
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, errs.New(errs.NotFound, "no module with sha256 %s", sha)
 	} else if err != nil {
 		return nil, errs.Wrap(errs.Internal, err, "read module")
 	}
 	if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != sha {
-		return nil, errs.New(errs.Internal, "module %s is corrupt on disk", sha)
+		return nil, errs.New(errs.Internal, "module %s is corrupt in storage", sha)
 	}
 	return b, nil
 }
@@ -427,6 +496,9 @@ func (r *Registry) Delete(ctx context.Context, name string, inUse InUse) error {
 			}
 		}
 		if err := names.Delete(tx, name); err != nil {
+			return err
+		}
+		if err := r.notify(tx); err != nil {
 			return err
 		}
 		tx.AfterCommit(r.invalidate)

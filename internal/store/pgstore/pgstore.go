@@ -46,8 +46,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -56,6 +54,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pixie-dev/pixie/internal/redact"
 	"github.com/pixie-dev/pixie/internal/store"
 )
 
@@ -146,7 +145,7 @@ func open(ctx context.Context, opts Options) (*driver, error) {
 	}
 	pc, err := pgxpool.ParseConfig(opts.URL)
 	if err != nil {
-		return nil, fmt.Errorf("pgstore: the database URL %s is not valid: %s", Redact(opts.URL), scrub(err.Error(), passwordOf(opts.URL)))
+		return nil, fmt.Errorf("pgstore: the database URL %s is not valid: %s", Redact(opts.URL), scrub(err.Error(), redact.Password(opts.URL)))
 	}
 	secret := pc.ConnConfig.Password
 	pc.MaxConns = int32(opts.MaxConns)
@@ -585,49 +584,8 @@ func (d *driver) sweep(ctx context.Context, every time.Duration) (int64, error) 
 	return total, nil
 }
 
-// Redact returns a database URL with its password replaced by "xxxxx" (URL form: the user
-// info and a password query parameter; keyword/value form: password=…).
-func Redact(raw string) string {
-	if !strings.Contains(raw, "://") {
-		return kvPassword.ReplaceAllString(raw, "${1}xxxxx")
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return userInfo.ReplaceAllString(raw, "${1}xxxxx@")
-	}
-	if u.User != nil {
-		if _, ok := u.User.Password(); ok {
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-		}
-	}
-	if q := u.Query(); q.Has("password") {
-		q.Set("password", "xxxxx")
-		u.RawQuery = q.Encode()
-	}
-	return u.String()
-}
-
-var userInfo = regexp.MustCompile(`(://[^:/@]*:)[^@]*@`)
-
-var kvPassword = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
-
-// passwordOf extracts the password of a URL or keyword/value string, best effort.
-func passwordOf(raw string) string {
-	if u, err := url.Parse(raw); err == nil {
-		if u.User != nil {
-			if p, ok := u.User.Password(); ok {
-				return p
-			}
-		}
-		if p := u.Query().Get("password"); p != "" {
-			return p
-		}
-	}
-	if m := kvPassword.FindStringSubmatch(raw); m != nil {
-		return strings.Trim(m[2], "'")
-	}
-	return ""
-}
+// Redact returns a database URL with its password masked (see internal/redact).
+func Redact(raw string) string { return redact.URL(raw) }
 
 func randomHex(n int) string {
 	b := make([]byte, n)
@@ -635,14 +593,4 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// scrub removes secret from s.
-func scrub(s, secret string) string {
-	if secret == "" {
-		return s
-	}
-	s = strings.ReplaceAll(s, secret, "xxxxx")
-	if esc := url.QueryEscape(secret); esc != secret {
-		s = strings.ReplaceAll(s, esc, "xxxxx")
-	}
-	return s
-}
+func scrub(s, secret string) string { return redact.Scrub(s, secret) }
