@@ -91,6 +91,9 @@ type Deps struct {
 	Judge *judge.Service
 	// Settings are the run-time model and decision-engine settings (routes in settings.go).
 	Settings *settings.Service
+	// Replicas finds the other replicas of a cluster on one shared store; a helper call whose
+	// run token another replica issued is forwarded there (helper.go). Nil means one process.
+	Replicas Replicas
 }
 
 // Server is Pixie's HTTP server.
@@ -115,6 +118,9 @@ type Server struct {
 
 	shutdownCtx    context.Context
 	shutdownCancel context.CancelFunc
+
+	// forward is the client of helper calls forwarded to another replica.
+	forward *http.Client
 }
 
 // New builds the server and its routes.
@@ -156,6 +162,7 @@ func New(cfg Config, deps Deps) *Server {
 		hosts:   allowedHosts(cfg.Addr, cfg.AllowedHosts),
 		cookie:  newCookieSigner(cfg.Token),
 		ui:      &uiSessions{st: deps.Store, mem: map[string]time.Time{}},
+		forward: &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		reqs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pixie_http_requests_total", Help: "HTTP requests by route, method and status.",
 		}, []string{"route", "method", "status"}),

@@ -83,7 +83,7 @@ func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *stor
 		HelperURL: helperURL, Logger: log, Modules: mods.checker(),
 	})
 	a.gates = gates
-	a.closers = append(a.closers, func() { _ = gates.Close(context.Background()) }) // writes queued run records
+	a.closers = append(a.closers, func() { _ = gates.Stop(context.Background()) }) // writes queued run records
 	mods.warm(ctx, gates)
 
 	hints, err := hint.New(st, hint.Config{
@@ -124,6 +124,9 @@ func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *stor
 
 		Modules:     mods.reg,
 		ModuleInUse: gates.ModuleInUse,
+	}
+	if st.Shared() {
+		deps.Replicas = node
 	}
 	deps.Channel = larkCh
 	deps.Settings = settingsSvc

@@ -580,6 +580,9 @@ func (s *Service) mutate(ctx context.Context, wantRev int64, f func(*Set) error)
 		sort.Slice(next.Gates, func(i, j int) bool { return next.Gates[i].Name < next.Gates[j].Name })
 		sort.Slice(next.Presets, func(i, j int) bool { return next.Presets[i].Name < next.Presets[j].Name })
 		out = next
+		if err := s.notify(tx, noteDefs); err != nil {
+			return err
+		}
 		snap := buildSnapshot(next)
 		tx.AfterCommit(func() {
 			s.mu.Lock()
@@ -685,7 +688,7 @@ func buildSnapshot(set Set) *snapshot {
 // loadSnapshot returns the cached snapshot, loading it on first use.
 func (s *Service) loadSnapshot(ctx context.Context) (*snapshot, error) {
 	s.mu.Lock()
-	sn := s.snap
+	sn, gen := s.snap, s.snapGen
 	s.mu.Unlock()
 	if sn != nil {
 		return sn, nil
@@ -696,10 +699,11 @@ func (s *Service) loadSnapshot(ctx context.Context) (*snapshot, error) {
 	}
 	sn = buildSnapshot(set)
 	s.mu.Lock()
-	if s.snap == nil {
-		s.snap = sn
+	if s.snap == nil && s.snapGen == gen {
+		s.snap = sn // not if another replica's change was heard meanwhile
+	} else if s.snap != nil {
+		sn = s.snap
 	}
-	sn = s.snap
 	s.mu.Unlock()
 	return sn, nil
 }

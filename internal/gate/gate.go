@@ -86,6 +86,11 @@ type Service struct {
 	runs     *tokenRegistry
 	rec      *recorder   // writes run records in the background (recorder.go)
 	switches switchCache // per-session switches read by Evaluate (switches.go)
+
+	// snapGen counts invalidations of snap (under mu), so that a load racing with one does not
+	// keep what it read before it.
+	snapGen  uint64
+	unlisten func() // stops hearing other replicas' changes (shared stores)
 }
 
 // New returns a Service. exec runs rules (nil: rules fail as unsupported), m is the Pixie
@@ -110,7 +115,7 @@ func New(st *store.Store, exec runtime.Executor, m model.Model, j Judge, cfg Con
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{
+	s := &Service{
 		store:     st,
 		exec:      exec,
 		model:     m,
@@ -118,9 +123,13 @@ func New(st *store.Store, exec runtime.Executor, m model.Model, j Judge, cfg Con
 		cfg:       cfg,
 		log:       log,
 		helperURL: cfg.HelperURL,
-		runs:      newTokenRegistry(),
+		runs:      newTokenRegistry(st.Instance()),
 		rec:       newRecorder(st, log),
 	}
+	if st.Shared() {
+		s.unlisten = st.Listen(topic, s.heard)
+	}
+	return s
 }
 
 // SetHelperURL sets the URL given to scripts as PIXIE_URL, for servers that learn their

@@ -30,14 +30,47 @@ const (
 // tokenRegistry holds the helper tokens of the runs in progress. Tokens are looked up by
 // their SHA-256, so a lookup's timing says nothing about how much of a guess matched; a hit is
 // confirmed with a constant-time comparison.
+//
+// A token names the replica that issued it: "pxr_<instance>.<32 random bytes, base64url>".
+// The run (its budget, its deadline, the model calls it makes, its record) lives in that
+// replica's memory, so a helper call that a load balancer sends to another replica is
+// forwarded to the issuer (server/helper.go, through TokenOwner), which answers it as if it
+// had come directly. The instance part is not a secret and grants nothing: only the issuer
+// holds the token's hash.
 type tokenRegistry struct {
-	mu     sync.Mutex
-	byHash map[[32]byte]*helperRun
+	instance string
+	mu       sync.Mutex
+	byHash   map[[32]byte]*helperRun
 }
 
-func newTokenRegistry() *tokenRegistry {
-	return &tokenRegistry{byHash: map[[32]byte]*helperRun{}}
+func newTokenRegistry(instance string) *tokenRegistry {
+	return &tokenRegistry{instance: instance, byHash: map[[32]byte]*helperRun{}}
 }
+
+// TokenPrefix starts every helper token.
+const TokenPrefix = "pxr_"
+
+// TokenOwner returns the instance id of the replica that issued a helper token ("" for a
+// token of no known shape).
+func TokenOwner(token string) string {
+	rest, ok := strings.CutPrefix(token, TokenPrefix)
+	if !ok {
+		return ""
+	}
+	inst, _, ok := strings.Cut(rest, ".")
+	if !ok || len(inst) == 0 || len(inst) > 64 {
+		return ""
+	}
+	for _, c := range inst {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return ""
+		}
+	}
+	return inst
+}
+
+// Instance is the id of this replica, as its helper tokens carry it.
+func (s *Service) Instance() string { return s.runs.instance }
 
 // start issues a token for a run. ctx is the run's context: its deadline bounds every helper
 // call, and its end cancels calls in flight.
@@ -46,7 +79,7 @@ func (r *tokenRegistry) start(ctx context.Context, s *Service, runID, gate, targ
 	if _, err := rand.Read(b[:]); err != nil {
 		panic(err) // crypto/rand never fails on supported platforms
 	}
-	tok := "pxr_" + base64.RawURLEncoding.EncodeToString(b[:])
+	tok := TokenPrefix + r.instance + "." + base64.RawURLEncoding.EncodeToString(b[:])
 	h := &helperRun{s: s, reg: r, runID: runID, gate: gate, target: target, token: tok,
 		hash: sha256.Sum256([]byte(tok)), ctx: ctx, calls: []HelperCall{}}
 	r.mu.Lock()

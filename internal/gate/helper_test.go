@@ -93,12 +93,28 @@ func TestHelperDeadlineAndModelErrors(t *testing.T) {
 	h.end()
 }
 
+func TestTokenOwner(t *testing.T) {
+	for _, c := range []struct{ tok, want string }{
+		{"pxr_0a1b.abc", "0a1b"},
+		{"pxr_0A1B.abc", ""},
+		{"pxr_.abc", ""},
+		{"pxr_abc", ""},
+		{"pxr_../x.abc", ""},
+		{"Bearer pxr_00.x", ""},
+		{"", ""},
+	} {
+		if got := TokenOwner(c.tok); got != c.want {
+			t.Errorf("TokenOwner(%q) = %q, want %q", c.tok, got, c.want)
+		}
+	}
+}
+
 func TestHelperTokens(t *testing.T) {
-	r := newTokenRegistry()
+	r := newTokenRegistry("0123456789abcdef")
 	seen := map[string]bool{}
 	for i := 0; i < 100; i++ {
 		h := r.start(context.Background(), nil, "run", "g", "")
-		if seen[h.token] || len(h.token) != 4+43 {
+		if seen[h.token] || len(h.token) != 4+16+1+43 || TokenOwner(h.token) != "0123456789abcdef" {
 			t.Fatalf("token %q repeated or malformed", h.token)
 		}
 		seen[h.token] = true

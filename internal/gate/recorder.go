@@ -131,3 +131,11 @@ func (s *Service) Close(context.Context) error {
 	s.rec.flush()
 	return nil
 }
+
+// Stop is Close, and stops hearing other replicas' changes (at shutdown).
+func (s *Service) Stop(ctx context.Context) error {
+	if s.unlisten != nil {
+		s.unlisten()
+	}
+	return s.Close(ctx)
+}

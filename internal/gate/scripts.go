@@ -100,6 +100,9 @@ func (s *Service) SetScriptFolder(ctx context.Context, folder string) (ScriptLis
 		}
 	}
 	err := s.store.Update(ctx, func(tx *store.Tx) error {
+		if err := s.notify(tx, noteScripts); err != nil {
+			return err
+		}
 		if abs == "" {
 			return configCol.Delete(tx, cfgScriptDir)
 		}

@@ -65,6 +65,8 @@ func (s *Service) switchedOff(ctx context.Context, session, gate string) (bool, 
 // Service is the only writer of switches: SetSessionSwitch forgets the key after its write,
 // and the generation keeps a read that raced with a write from caching what it read before
 // it. An off switch is remembered until its TTL in the store ends. The zero value is ready.
+// Over a shared store other replicas write switches too; their writes notify, and this cache
+// forgets the key when it hears it (shared.go).
 type switchCache struct {
 	mu  sync.Mutex
 	gen uint64
@@ -106,6 +108,14 @@ func (c *switchCache) put(key string, sw sessionSwitch, ttl time.Duration, gen u
 		e.until = sw.At.Add(ttl)
 	}
 	c.m[key] = e
+}
+
+// forgetAll drops every entry (another replica's writes may have been missed).
+func (c *switchCache) forgetAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	clear(c.m)
 }
 
 // forget drops key after a write to it.
@@ -174,6 +184,9 @@ func (s *Service) SetSessionSwitch(ctx context.Context, session, gate string, on
 	s.switches.forget(switchKey(session, gate))
 	defer s.switches.forget(switchKey(session, gate))
 	err = s.store.Update(ctx, func(tx *store.Tx) error {
+		if err := s.notify(tx, noteSwitch+switchKey(session, gate)); err != nil {
+			return err
+		}
 		if on {
 			return switchCol.Delete(tx, switchKey(session, gate))
 		}
