@@ -63,6 +63,51 @@ func (b *broadcaster) publish(snap Snapshot, acts []Action) {
 	}
 }
 
+// publishAt hands one change of a shared store, relayed in revision order, to the subscribers
+// whose snapshot predates it; snap is nil for a change that a later one in the same round
+// supersedes (its actions still go out).
+func (b *broadcaster) publishAt(rev uint64, snap *Snapshot, acts []Action) {
+	var state []byte
+	if snap != nil {
+		var err error
+		if state, err = json.Marshal(snap); err != nil {
+			return
+		}
+	}
+	frames := make([][]byte, 0, len(acts))
+	for _, a := range acts {
+		if raw, err := json.Marshal(a); err == nil {
+			frames = append(frames, raw)
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for s := range b.subs {
+		s.offerAt(rev, state, frames)
+	}
+}
+
+// minSince is the oldest snapshot revision of the ungated subscriptions, and whether there is
+// any subscription.
+func (b *broadcaster) minSince() (uint64, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var m uint64
+	first := true
+	for s := range b.subs {
+		s.mu.Lock()
+		if !s.gated && (first || s.since < m) {
+			m, first = s.since, false
+		}
+		s.mu.Unlock()
+	}
+	if first {
+		// Only gated subscriptions (their snapshot is being read): publish from the newest.
+		return ^uint64(0), len(b.subs) > 0
+	}
+	return m, true
+}
+
 func (b *broadcaster) subscribe() *Subscription {
 	s := &Subscription{b: b, ready: make(chan struct{}, 1), done: make(chan struct{})}
 	b.mu.Lock()
@@ -104,11 +149,27 @@ type Subscription struct {
 	state   []byte // newest undelivered state, nil when none
 	actions [][]byte
 	dropped int
+
+	// Over a shared store (relayed changes): since is the revision of the subscription's
+	// snapshot, and changes up to it are not delivered; while gated (the snapshot is being
+	// read) relayed changes wait in held.
+	since uint64
+	gated bool
+	held  []heldOffer
+}
+
+type heldOffer struct {
+	rev   uint64
+	state []byte
+	acts  [][]byte
 }
 
 // Subscribe starts a subscription and returns it with the current snapshot; the subscription
 // delivers only states newer than that snapshot.
 func (q *Queue) Subscribe(ctx context.Context) (*Subscription, Snapshot, error) {
+	if q.rl != nil {
+		return q.subscribeShared(ctx)
+	}
 	s := q.bc.subscribe()
 	select {
 	case <-s.done:
@@ -126,6 +187,64 @@ func (q *Queue) Subscribe(ctx context.Context) (*Subscription, Snapshot, error) 
 	}
 	s.mu.Unlock()
 	return s, snap, nil
+}
+
+// subscribeShared subscribes over a shared store: relayed changes that arrive while the
+// snapshot is read are held, then those newer than the snapshot are delivered.
+func (q *Queue) subscribeShared(ctx context.Context) (*Subscription, Snapshot, error) {
+	s := q.bc.subscribe()
+	s.mu.Lock()
+	s.gated = true
+	s.mu.Unlock()
+	select {
+	case <-s.done:
+		return nil, Snapshot{}, errs.New(errs.Unavailable, "the hint queue is shutting down")
+	default:
+	}
+	snap, err := q.Snapshot(ctx)
+	if err != nil {
+		s.Close()
+		return nil, Snapshot{}, err
+	}
+	s.mu.Lock()
+	s.gated, s.since, s.seenRev = false, snap.Revision, snap.Revision
+	held := s.held
+	s.held = nil
+	s.mu.Unlock()
+	for _, h := range held {
+		s.offerAt(h.rev, h.state, h.acts)
+	}
+	q.rl.kick()
+	return s, snap, nil
+}
+
+// offerAt takes one relayed change (state nil: actions only).
+func (s *Subscription) offerAt(rev uint64, state []byte, acts [][]byte) {
+	s.mu.Lock()
+	if s.gated {
+		s.held = append(s.held, heldOffer{rev, state, acts})
+		s.mu.Unlock()
+		return
+	}
+	if rev <= s.since {
+		s.mu.Unlock()
+		return
+	}
+	if state != nil && rev > s.seenRev {
+		s.seenRev, s.state = rev, state
+	}
+	for _, a := range acts {
+		if len(s.actions) >= maxBacklog {
+			s.actions = s.actions[1:]
+			s.dropped++
+		}
+		s.actions = append(s.actions, a)
+	}
+	s.mu.Unlock()
+	select {
+	case s.ready <- struct{}{}:
+	default:
+	}
 }
 
 // Subscribers is the number of open subscriptions.

@@ -35,7 +35,8 @@
 // The set of sessions running a turn (TurnStart/TurnEnd) is kept in memory, as in the spec: after
 // a restart it is empty until the next turn event, so Put reports running=false for a session
 // that is in fact mid-turn. The hint is queued all the same and is taken at that session's next
-// step; only the wording a client picks from the flag is affected.
+// step; only the wording a client picks from the flag is affected. Over a store shared by
+// several replicas the set lives in the store instead (shared.go), so every replica agrees.
 //
 // # Events
 //
@@ -280,6 +281,10 @@ type Queue struct {
 	decMu   sync.Mutex
 	decoded map[string]decodedHint
 
+	// rl relays every replica's changes to this process's subscribers over a shared store
+	// (shared.go); nil over an embedded one.
+	rl *relay
+
 	stop      chan struct{}
 	wg        sync.WaitGroup
 	closeOnce sync.Once
@@ -305,6 +310,9 @@ func New(st *store.Store, cfg Config) (*Queue, error) {
 		running: map[string]struct{}{},
 		decoded: map[string]decodedHint{},
 		stop:    make(chan struct{}),
+	}
+	if st.Shared() {
+		q.startRelay()
 	}
 	q.wg.Add(1)
 	go q.sweepLoop()
@@ -401,6 +409,9 @@ func (q *Queue) TurnStart(session string) error {
 	if err := checkSession(session, false); err != nil {
 		return err
 	}
+	if q.rl != nil {
+		return q.sharedTurn(session, true)
+	}
 	q.runMu.Lock()
 	q.running[session] = struct{}{}
 	q.runMu.Unlock()
@@ -413,6 +424,9 @@ func (q *Queue) TurnEnd(session string) error {
 	if err := checkSession(session, false); err != nil {
 		return err
 	}
+	if q.rl != nil {
+		return q.sharedTurn(session, false)
+	}
 	q.runMu.Lock()
 	delete(q.running, session)
 	q.runMu.Unlock()
@@ -422,6 +436,9 @@ func (q *Queue) TurnEnd(session string) error {
 // Running reports whether session is running a turn; for the empty (global) session, whether
 // any session is, since any session's next step takes a global hint.
 func (q *Queue) Running(session string) bool {
+	if q.rl != nil {
+		return q.sharedRunning(session)
+	}
 	q.runMu.Lock()
 	defer q.runMu.Unlock()
 	if session == "" || session == AllSessions {
@@ -433,6 +450,9 @@ func (q *Queue) Running(session string) bool {
 
 // RunningSessions lists the sessions running a turn, sorted.
 func (q *Queue) RunningSessions() []string {
+	if q.rl != nil {
+		return q.sharedRunningSessions()
+	}
 	q.runMu.Lock()
 	out := make([]string, 0, len(q.running))
 	for s := range q.running {

@@ -139,6 +139,14 @@ func (q *Queue) mutate(ctx context.Context, fn func(tx *store.Tx, st *txState) e
 			st.actions[i].Revision = st.rev
 		}
 		st.snapshot = q.snapshotOf(st)
+		if q.rl != nil {
+			// Shared store: the relays of every replica publish it (shared.go).
+			if err := q.logChange(tx, st.rev, st.actions); err != nil {
+				return err
+			}
+			out = st
+			return nil
+		}
 		snap, acts := st.snapshot, st.actions
 		tx.AfterCommit(func() { q.bc.publish(snap, acts) })
 		out = st
@@ -459,8 +467,13 @@ func (q *Queue) sweepLoop() {
 		cancel()
 	}()
 	for {
-		if _, err := q.sweep(ctx); err != nil && ctx.Err() == nil {
+		// One replica sweeps at a time (an embedded store always leads, without a write).
+		if lead, err := q.st.Lead(ctx, "hint-lease-sweep", 3*q.sweepEvery()+time.Second); err != nil && ctx.Err() == nil {
 			q.log.Warn("hint: lease sweep failed", "err", err)
+		} else if lead {
+			if _, err := q.sweep(ctx); err != nil && ctx.Err() == nil {
+				q.log.Warn("hint: lease sweep failed", "err", err)
+			}
 		}
 		select {
 		case <-q.stop:
