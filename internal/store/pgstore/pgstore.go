@@ -498,9 +498,8 @@ func (d *driver) Listen(ctx context.Context, fn func(topic, payload string, lost
 		}
 	}()
 	backoff := 50 * time.Millisecond
-	first := true
 	for ctx.Err() == nil {
-		err := d.listenOnce(ctx, fn, &first)
+		err := d.listenOnce(ctx, fn)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -515,7 +514,7 @@ func (d *driver) Listen(ctx context.Context, fn func(topic, payload string, lost
 	return nil
 }
 
-func (d *driver) listenOnce(ctx context.Context, fn func(topic, payload string, lost bool), first *bool) error {
+func (d *driver) listenOnce(ctx context.Context, fn func(topic, payload string, lost bool)) error {
 	cctx, cancel := context.WithTimeout(ctx, d.opts.ConnectTimeout)
 	conn, err := pgx.ConnectConfig(cctx, d.connCf.Copy())
 	cancel()
@@ -526,10 +525,9 @@ func (d *driver) listenOnce(ctx context.Context, fn func(topic, payload string, 
 	if _, err := conn.Exec(ctx, "LISTEN "+channel); err != nil {
 		return err
 	}
-	if !*first {
-		fn("", "", true) // listening again: what was sent meanwhile is lost
-	}
-	*first = false
+	// Listening (again): what was sent before this moment, since the caller started to
+	// listen or since the connection was lost, did not arrive.
+	fn("", "", true)
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
