@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pixie-dev/pixie/internal/cluster"
 	"github.com/pixie-dev/pixie/internal/config"
 	"github.com/pixie-dev/pixie/internal/store"
 	"github.com/pixie-dev/pixie/internal/store/badgerstore"
@@ -47,8 +48,7 @@ var rawBodyWrites = map[string]string{
 func TestEveryWriteRouteRefusesBodiesThatAreNotObjects(t *testing.T) {
 	ctx := context.Background()
 	home := filepath.Join(t.TempDir(), "home")
-	token, _, err := prepareHome(home)
-	if err != nil {
+	if err := prepareHome(home); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := config.Load(home, func(string) string { return "" }, nil, nil)
@@ -60,7 +60,16 @@ func TestEveryWriteRouteRefusesBodiesThatAreNotObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	a, err := buildApp(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), st, token)
+	token, _, err := cluster.AdminToken(ctx, st, home)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, err := cluster.Join(ctx, st, cluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Close()
+	a, err := buildApp(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), st, node, token)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,7 +52,7 @@ func TestReplicasSeeEachOthersChanges(t *testing.T) {
 		return res
 	}
 	// b caches "no gate" for the preset.
-	if res := eval(b); res.Skipped != SkipNoGate {
+	if res := eval(b); res.Skipped != SkipNoPreset {
 		t.Fatalf("before: %+v", res)
 	}
 	g := gateAt("g1", "user-message", "check it")
