@@ -2,7 +2,9 @@
 SHELL := /bin/bash
 GO    ?= go
 BIN   := bin
-HOME_DIR ?= $(CURDIR)/.pixie
+# The home: empty means what every command uses, $PIXIE_HOME, else ~/.pixie (`make run HOME_DIR=…`
+# picks another).
+HOME_DIR ?=
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -X main.version=$(VERSION)
 GUESTS   := $(patsubst guests/%/,%,$(sort $(dir $(wildcard guests/*/main.go))))
@@ -12,13 +14,33 @@ GUESTS   := $(patsubst guests/%/,%,$(sort $(dir $(wildcard guests/*/main.go))))
 MODULES  := . sdk
 VET_WASI := (cd sdk && GOOS=wasip1 GOARCH=wasm $(GO) vet ./...) && GOOS=wasip1 GOARCH=wasm $(GO) vet ./guests/...
 
-.PHONY: build run test bench check guests ui clean tools
+.PHONY: build run install test bench check guests ui clean tools
 
 build: ## build the pixie binary into bin/
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/pixie ./cmd/pixie
 
-run: build ## start the server on 127.0.0.1 with ./.pixie as its home
-	$(BIN)/pixie serve --home $(HOME_DIR) --addr $${PIXIE_ADDR:-127.0.0.1:7777}
+run: build ## start the server on 127.0.0.1:7777 with the home every command uses ($PIXIE_HOME, else ~/.pixie)
+	$(BIN)/pixie serve $(if $(HOME_DIR),--home $(HOME_DIR)) --addr $${PIXIE_ADDR:-127.0.0.1:7777}
+
+# install: `go install` when its folder is on PATH, else ~/.local/bin (with a note when that is
+# not on PATH either). INSTALL_DIR=… picks the folder.
+install: ## put pixie on PATH (go install, else ~/.local/bin)
+	@set -e; gobin=$$($(GO) env GOBIN); [ -n "$$gobin" ] || gobin=$$($(GO) env GOPATH)/bin; \
+	dir="$(INSTALL_DIR)"; \
+	onpath() { case ":$$PATH:" in *":$$1:"*) return 0;; esac; return 1; }; \
+	if [ -z "$$dir" ] && onpath "$$gobin"; then \
+		$(GO) install -ldflags "$(LDFLAGS)" ./cmd/pixie; dir="$$gobin"; \
+	else \
+		[ -n "$$dir" ] || dir="$$HOME/.local/bin"; mkdir -p "$$dir"; \
+		$(GO) build -ldflags "$(LDFLAGS)" -o "$$dir/pixie" ./cmd/pixie; \
+	fi; \
+	echo "installed $$dir/pixie ($$("$$dir/pixie" version))"; \
+	if ! onpath "$$dir"; then \
+		echo "note: $$dir is not on your PATH; add it, e.g.:"; \
+		echo "  echo 'export PATH=\"$$dir:\$$PATH\"' >> ~/.bashrc && export PATH=\"$$dir:\$$PATH\""; \
+	elif [ "$$(command -v pixie)" != "$$dir/pixie" ]; then \
+		echo "note: another pixie comes first on PATH: $$(command -v pixie)"; \
+	fi
 
 guests: ## build every WASM guest under guests/ into bin/guests/
 	@mkdir -p $(BIN)/guests

@@ -39,6 +39,7 @@ func (s *Server) mountGates(g *echo.Group) {
 	g.POST("/gates/evaluate", s.gateEvaluate)
 	g.POST("/gates/try", s.gateTry)
 	g.GET("/gates/records/:id", s.gateRecord)
+	g.GET("/gates/sessions", s.gateSessions)
 	g.GET("/gates/sessions/:session/records", s.gateRecords)
 	g.GET("/gates/sessions/:session/notes", s.gateNotes)
 	g.GET("/gates/sessions/:session/switches", s.gateSwitches)
@@ -296,6 +297,26 @@ func (s *Server) gateRecords(c echo.Context) error {
 		limit = n
 	}
 	page, err := s.deps.Gates.Records(c.Request().Context(), c.Param("session"), c.QueryParam("cursor"), limit)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, page)
+}
+
+// gateSessions lists the sessions that have records, newest last run first, paged.
+func (s *Server) gateSessions(c echo.Context) error {
+	limit := 0
+	if v := c.QueryParam("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return errs.New(errs.Invalid, "limit must be a number")
+		}
+		if n == 0 {
+			return errs.New(errs.Invalid, "the limit must be 1 to %d", gate.MaxSessionPage)
+		}
+		limit = n
+	}
+	page, err := s.deps.Gates.Sessions(c.Request().Context(), c.QueryParam("cursor"), limit)
 	if err != nil {
 		return err
 	}

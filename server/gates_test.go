@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -508,5 +509,40 @@ func TestGateSavesRefuseBodiesThatAreNotTheirObject(t *testing.T) {
 	// "no gates".
 	if st, eb := f.rawCall(t, "PUT", "/v1/gates/presets/dev", `{"gates":[]}`); st != 200 {
 		t.Fatalf("explicit detach-all: %d %+v", st, eb)
+	}
+}
+
+func TestGateSessionsRoute(t *testing.T) {
+	f := newGateFixture(t, `{"verdict":"stop","reason":"Add a title line."}`)
+	set := gate.Set{Gates: []gate.Gate{{Name: "fmt", Enabled: true, Point: "user-message", Task: "Check the format.",
+		Advanced: gate.Options{OnError: "continue", TimeoutSeconds: 60, RedoLimit: 1}}},
+		Presets: []gate.Preset{{Name: "dev", Gates: []gate.Attachment{{Gate: "fmt", Enabled: true}}}}}
+	if st, eb := f.call(t, http.MethodPut, "/v1/gates", set, nil); st != 200 {
+		t.Fatalf("save: %d %+v", st, eb)
+	}
+	var page gate.SessionPage
+	if st, _ := f.call(t, http.MethodGet, "/v1/gates/sessions", nil, &page); st != 200 || page.Sessions == nil || len(page.Sessions) != 0 {
+		t.Fatalf("empty list: %d %+v", st, page)
+	}
+	var last gate.Result
+	for _, id := range []string{"old", "new"} {
+		r := f.session("user-message", "do it")
+		r.Session.ID = id
+		last = f.evaluate(t, r)
+	}
+	f.call(t, http.MethodGet, "/v1/gates/sessions?limit=1", nil, &page)
+	if len(page.Sessions) != 1 || page.Sessions[0].Session != "new" || page.Sessions[0].LastRun.ID != last.RunID || page.Next == "" {
+		t.Fatalf("first page: %+v", page)
+	}
+	next := page.Next
+	page = gate.SessionPage{}
+	f.call(t, http.MethodGet, "/v1/gates/sessions?limit=1&cursor="+url.QueryEscape(next), nil, &page)
+	if len(page.Sessions) != 1 || page.Sessions[0].Session != "old" || page.Sessions[0].LastRun.Action != gate.ActionRejected || page.Next != "" {
+		t.Fatalf("second page: %+v", page)
+	}
+	for _, q := range []string{"limit=x", "limit=0", "limit=-1", "limit=201", "cursor=nope", "cursor=" + url.QueryEscape("00000000000000000000/a/b")} {
+		if st, eb := f.call(t, http.MethodGet, "/v1/gates/sessions?"+q, nil, nil); st != 400 || eb.Error.Code != "invalid" {
+			t.Errorf("%s: %d %+v", q, st, eb)
+		}
 	}
 }

@@ -26,7 +26,7 @@ import (
 )
 
 func init() {
-	register(&command{name: "gate", summary: "Pixie gates: list, show, apply, try, records", subs: []*command{
+	register(&command{name: "gate", summary: "Pixie gates: list, show, apply, try, templates, sessions, records", subs: []*command{
 		{name: "list", summary: "gates, their points, rules and presets", flags: func(fs *flag.FlagSet) runFunc {
 			asJSON := fs.Bool("json", false, "print JSON")
 			return withClient(fs, func(ctx context.Context, io cmdIO, c *apiClient, _ []string) error {
@@ -98,6 +98,22 @@ real model. Nothing is recorded. Exits 1 when the trial reports an error.`,
 						name = pos[0]
 					}
 					return gateTry(ctx, c, io.stdin, io.stdout, name, *file, s, *asJSON)
+				})
+			}},
+		{name: "templates", args: "[ID]", nargs: optional, summary: "the gate templates Studio starts from (ID: one as YAML, ready for gate apply)",
+			flags: func(fs *flag.FlagSet) runFunc {
+				asJSON := fs.Bool("json", false, "print JSON")
+				return withClient(fs, func(ctx context.Context, io cmdIO, c *apiClient, pos []string) error {
+					return gateTemplates(ctx, c, io.stdout, pos, *asJSON)
+				})
+			}},
+		{name: "sessions", summary: "the sessions that have records, newest first, with their last run",
+			flags: func(fs *flag.FlagSet) runFunc {
+				limit := fs.Int("limit", 0, "sessions per page (default 50)")
+				cursor := fs.String("cursor", "", "the next-page cursor a previous page printed")
+				asJSON := fs.Bool("json", false, "print JSON")
+				return withClient(fs, func(ctx context.Context, io cmdIO, c *apiClient, _ []string) error {
+					return gateSessions(ctx, c, io.stdout, *cursor, *limit, *asJSON)
 				})
 			}},
 		{name: "records", args: "--session S | RUN_ID", nargs: optional, summary: "a session's run records, newest first (or one record in full)",
@@ -376,12 +392,101 @@ func gateTry(ctx context.Context, c *apiClient, stdin io.Reader, w io.Writer, na
 	if res.Action == gate.ActionReplaced || res.Action == gate.ActionAppended {
 		fmt.Fprintf(w, "text:\n%s\n", res.Text)
 	}
+	if res.RuleRan && res.Rule != nil {
+		fmt.Fprintf(w, "rule: module %s ran without a mount (exit %d, %d ms)\n", res.Rule.Name, res.Rule.ExitCode, res.Rule.DurationMs)
+	}
 	if res.ScriptNotRun {
 		fmt.Fprintln(w, "(the gate's script was not run: trials have no session sandbox policy)")
 	}
 	fmt.Fprintf(w, "usage: %d in, %d out\n", res.Usage.InputTokens, res.Usage.OutputTokens)
 	if res.Error != "" {
 		return exitCode(1) // the error is printed above, once
+	}
+	return nil
+}
+
+func gateTemplates(ctx context.Context, c *apiClient, w io.Writer, pos []string, asJSON bool) error {
+	var ts struct {
+		Templates []gate.Template `json:"templates"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/v1/gates/templates", nil, &ts); err != nil {
+		return err
+	}
+	if len(pos) == 1 {
+		for _, t := range ts.Templates {
+			if t.ID == pos[0] {
+				if asJSON {
+					return writeJSON(w, t.Gate)
+				}
+				raw, err := json.Marshal(map[string]any{"gates": []gate.Gate{t.Gate}})
+				if err != nil {
+					return err
+				}
+				var v any
+				if err := json.Unmarshal(raw, &v); err != nil {
+					return err
+				}
+				fmt.Fprintf(w, "# %s: %s\n# Save it (with your other gates: gate apply saves the whole set) with pixie gate apply -f FILE.\n", t.Title, t.Description)
+				enc := yaml.NewEncoder(w)
+				enc.SetIndent(2)
+				if err := enc.Encode(v); err != nil {
+					return err
+				}
+				return enc.Close()
+			}
+		}
+		return errs.New(errs.NotFound, "no template %q (pixie gate templates lists them)", pos[0])
+	}
+	if asJSON {
+		return writeJSON(w, ts)
+	}
+	tw := newTable(w)
+	fmt.Fprintln(tw, "ID\tPOINT\tTITLE")
+	for _, t := range ts.Templates {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", t.ID, orDash(t.Gate.Point), t.Title)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "one as YAML: pixie gate templates ID")
+	return nil
+}
+
+func gateSessions(ctx context.Context, c *apiClient, w io.Writer, cursor string, limit int, asJSON bool) error {
+	q := url.Values{}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	if limit != 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	path := "/v1/gates/sessions"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var page gate.SessionPage
+	if err := c.do(ctx, http.MethodGet, path, nil, &page); err != nil {
+		return err
+	}
+	if asJSON {
+		return writeJSON(w, page)
+	}
+	if len(page.Sessions) == 0 && cursor == "" {
+		fmt.Fprintln(w, "no session has gate records yet")
+		return nil
+	}
+	tw := newTable(w)
+	fmt.Fprintln(tw, "SESSION\tPRESET\tLAST RUN\tTIME\tGATE\tPOINT\tACTION\tERROR")
+	for _, s := range page.Sessions {
+		r := s.LastRun
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.Session, orDash(s.Preset), r.ID, r.StartedAt.Local().Format("2006-01-02 15:04:05"),
+			r.Gate, r.Point, r.Action, orDash(oneLine(r.Error, 40)))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if page.Next != "" {
+		fmt.Fprintf(w, "more: --cursor %s\n", page.Next)
 	}
 	return nil
 }

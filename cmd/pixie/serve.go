@@ -8,16 +8,19 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/pixie-dev/pixie/internal/cluster"
 	"github.com/pixie-dev/pixie/internal/config"
 	"github.com/pixie-dev/pixie/internal/gate"
 	"github.com/pixie-dev/pixie/internal/redact"
+	"github.com/pixie-dev/pixie/internal/settings"
 	"github.com/pixie-dev/pixie/internal/store"
 	"github.com/pixie-dev/pixie/internal/store/badgerstore"
 	"github.com/pixie-dev/pixie/internal/store/pgstore"
@@ -49,12 +52,27 @@ func init() {
 	register(&command{name: "config", summary: "print the effective configuration (secrets masked)", flags: func(fs *flag.FlagSet) runFunc {
 		cf := configFlags(fs, true)
 		markdown := fs.Bool("markdown", false, "print the settings as the README's Markdown table")
+		offline := fs.Bool("offline", false, "do not ask the server for the settings saved at run time")
+		var conn clientFlags
+		fs.StringVar(&conn.url, "url", "", "server URL for the run-time settings (default $PIXIE_SERVER_URL, else http://<addr>)")
+		fs.StringVar(&conn.token, "token", "", "admin token (default $PIXIE_ADMIN_TOKEN, else the home's token file)")
 		return func(ctx context.Context, io cmdIO, _ []string) error {
 			cfg, err := cf.load()
 			if err != nil {
 				return err
 			}
-			return printConfig(io.stdout, cfg, *markdown)
+			if *markdown {
+				return printConfig(io.stdout, cfg, true, nil)
+			}
+			rt := &runtimeSettings{}
+			if !*offline {
+				conn.home = cfg.Home
+				if conn.url == "" && os.Getenv("PIXIE_SERVER_URL") == "" {
+					conn.url = "http://" + cfg.Addr
+				}
+				rt = fetchRuntimeSettings(ctx, conn)
+			}
+			return printConfig(io.stdout, cfg, false, rt)
 		}
 	}})
 }
@@ -102,7 +120,49 @@ func (f *cfgFlags) load() (config.Config, error) {
 	return config.Load(h, os.Getenv, os.Environ(), f.sets)
 }
 
-func printConfig(w io.Writer, cfg config.Config, markdown bool) error {
+// runtimeSettings are the settings saved on the server at run time (Studio's settings page,
+// `pixie settings`, PUT /v1/settings/model), which win over pixie.yaml: key → value.
+type runtimeSettings struct {
+	values map[string]string
+	from   string // the server asked
+	err    error  // why they are not shown
+}
+
+// fetchRuntimeSettings asks the server for its run-time settings, briefly.
+func fetchRuntimeSettings(ctx context.Context, conn clientFlags) *runtimeSettings {
+	c, err := newClient(conn)
+	if err != nil {
+		return &runtimeSettings{err: err}
+	}
+	c.http.Timeout = 3 * time.Second
+	var v settings.View
+	rt := &runtimeSettings{from: c.base, values: map[string]string{}}
+	if err := c.do(ctx, http.MethodGet, "/v1/settings", nil, &v); err != nil {
+		rt.err = err
+		return rt
+	}
+	add := func(prefix string, m settings.ModelView) {
+		vals := map[string]string{"provider": m.Provider, "baseUrl": m.BaseURL, "model": m.Model, "timeout": m.Timeout, "apiKey": "********"}
+		for name, f := range m.Fields {
+			if f.Source == settings.SourceSettings {
+				rt.values[prefix+name] = vals[name]
+			}
+		}
+	}
+	add("model.", v.Model)
+	if v.Judge != nil {
+		add("judge.model.", v.Judge.Model)
+		vals := map[string]string{"engine": v.Judge.Engine, "systemPrompt": oneLine(v.Judge.SystemPrompt, 24), "jevBaseUrl": v.Judge.JevBaseURL, "jevModel": v.Judge.JevModel, "jevTimeout": v.Judge.JevTimeout}
+		for name, f := range v.Judge.Fields {
+			if f.Source == settings.SourceSettings {
+				rt.values["judge."+name] = vals[name]
+			}
+		}
+	}
+	return rt
+}
+
+func printConfig(w io.Writer, cfg config.Config, markdown bool, rt *runtimeSettings) error {
 	if markdown {
 		fmt.Fprintln(w, "| key | environment | default | meaning |")
 		fmt.Fprintln(w, "| --- | --- | --- | --- |")
@@ -116,7 +176,21 @@ func printConfig(w io.Writer, cfg config.Config, markdown bool) error {
 		return nil
 	}
 	fmt.Fprintf(w, "# home: %s\n", cfg.Home)
+	switch {
+	case rt == nil || (rt.err == nil && rt.from == ""):
+		fmt.Fprintln(w, "# run-time settings: not asked (--offline)")
+	case rt.err != nil:
+		fmt.Fprintf(w, "# run-time settings: not shown (%v)\n", rt.err)
+	case len(rt.values) == 0:
+		fmt.Fprintf(w, "# run-time settings: none saved on %s\n", rt.from)
+	default:
+		fmt.Fprintf(w, "# run-time settings: lines marked [run time] were saved on %s (Studio or pixie settings) and win over pixie.yaml\n", rt.from)
+	}
 	for _, s := range cfg.Settings() {
+		if v, ok := rt.runtime(s.Key); ok {
+			fmt.Fprintf(w, "%-28s = %-24s # %s [run time; pixie.yaml/env: %s]\n", s.Key, v, s.Env, orDash(s.Value))
+			continue
+		}
 		fmt.Fprintf(w, "%-28s = %-24s # %s\n", s.Key, s.Value, s.Env)
 	}
 	return nil
@@ -219,11 +293,41 @@ func serve(ctx context.Context, cfg config.Config, out io.Writer) error {
 	} else {
 		fmt.Fprintf(out, "Admin token: in %s\n", filepath.Join(cfg.Home, tokenFile))
 	}
+	fmt.Fprintf(out, "Studio: %s/ (log in with the admin token)\n", url)
+	printModelStatus(ctx, out, a.settings)
 	fmt.Fprintf(out, "Try: curl -H \"Authorization: Bearer $(cat %s)\" %s/v1/info\n", filepath.Join(cfg.Home, tokenFile), url)
 	log.Info("serving", "addr", ln.Addr().String())
 	err = a.srv.Serve(ctx, ln, cfg.Server.ShutdownTimeout)
 	log.Info("stopped")
 	return err
+}
+
+// printModelStatus says at start-up whether a Pixie model is configured, and if not, the one
+// command that sets one.
+func printModelStatus(ctx context.Context, out io.Writer, st *settings.Service) {
+	if st == nil {
+		return
+	}
+	v, err := st.Get(ctx)
+	if err != nil {
+		fmt.Fprintf(out, "Model: unknown (%v)\n", err)
+		return
+	}
+	m := v.Model
+	if m.Configured {
+		fmt.Fprintf(out, "Model: %s %s at %s\n", m.Provider, m.Model, m.Endpoint)
+		if m.Problem != "" {
+			fmt.Fprintf(out, "  problem: %s\n", m.Problem)
+		}
+		return
+	}
+	fmt.Fprintln(out, "Model: none configured. Rules (WASM guests, scripts) work without one; gates whose task needs the model follow their error policy.")
+	if m.Problem != "" {
+		fmt.Fprintf(out, "  problem: %s\n", m.Problem)
+	}
+	fmt.Fprintln(out, "  Set one (used at once, kept across restarts):")
+	fmt.Fprintln(out, "    pixie settings model set --provider openai --model gpt-4o-mini --api-key-env OPENAI_API_KEY")
+	fmt.Fprintln(out, "  (or --provider anthropic; --base-url for vLLM, Ollama, LM Studio; or Studio's Settings page)")
 }
 
 // listenError explains a failed listen; a busy port suggests --addr.
@@ -239,12 +343,21 @@ func listenError(addr string, err error) error {
 	return fmt.Errorf("cannot listen on %s: %w", addr, err)
 }
 
+func (rt *runtimeSettings) runtime(key string) (string, bool) {
+	if rt == nil || rt.values == nil {
+		return "", false
+	}
+	v, ok := rt.values[key]
+	return v, ok
+}
+
 // app holds the wired services of a running server.
 type app struct {
-	srv     *server.Server
-	gates   *gate.Service
-	info    map[string]any // /v1/info's static part
-	closers []func()
+	srv      *server.Server
+	gates    *gate.Service
+	info     map[string]any // /v1/info's static part
+	closers  []func()
+	settings *settings.Service
 }
 
 func (a *app) close() {

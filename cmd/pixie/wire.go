@@ -130,6 +130,7 @@ func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *stor
 	}
 	deps.Channel = larkCh
 	deps.Settings = settingsSvc
+	a.settings = settingsSvc
 	// Updating Pixie updates the agent skills `pixie init claude --write` installed (files the
 	// user edited are kept).
 	if reps, err := agentskill.UpdateRecorded(cfg.Home, version); err != nil {

@@ -271,7 +271,9 @@ func (s *Service) execute(parent context.Context, g Gate, req EvalRequest, trial
 		vars["tool.name"] = req.Tool.Name
 		vars["tool.args"] = string(req.Tool.Args)
 	}
-	if g.Rule != nil && !trial {
+	// A trial runs a module rule (a WASM guest needs no session policy: it gets no mount, as the
+	// trial has no working directory) but not a script, which needs the session's sandbox policy.
+	if g.Rule != nil && (!trial || g.Rule.Kind == runtime.KindModule) {
 		res, err := s.runRule(ctx, st)
 		st.rule = &RuleRun{Kind: g.Rule.Kind, Name: g.Rule.Name, ExitCode: -1}
 		if err != nil {

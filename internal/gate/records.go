@@ -230,8 +230,13 @@ func writeRecord(tx *store.Tx, r Record, start time.Time, ttl time.Duration) err
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
-	if info.Preset != r.Preset {
-		return sessionCol.PutTTL(tx, r.Session, sessionInfo{Preset: r.Preset}, ttl)
+	newest, err := noteSessionRun(tx, &info, r.Session, key, start, ttl)
+	if err != nil {
+		return err
+	}
+	if newest || info.Preset != r.Preset {
+		info.Preset = r.Preset
+		return sessionCol.PutTTL(tx, r.Session, info, ttl)
 	}
 	return nil
 }

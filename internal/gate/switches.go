@@ -19,6 +19,9 @@ type sessionSwitch struct {
 // sessionInfo remembers a session's preset (from its evaluations).
 type sessionInfo struct {
 	Preset string `json:"preset"`
+	// LastRun is the record key of its newest run, started at LastAt (the sessions list).
+	LastRun string    `json:"lastRun,omitempty"`
+	LastAt  time.Time `json:"lastAt,omitempty"`
 }
 
 // SessionGate is a gate that applies to a session, with its per-session switch.

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/runtime"
 	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
@@ -31,13 +32,19 @@ type TryResult struct {
 	// Output is Pixie's parsed answer; ModelAnswer its raw text.
 	Output      abi.GateOutput `json:"output"`
 	ModelAnswer string         `json:"modelAnswer,omitempty"`
-	// ScriptNotRun is set when the gate has a rule: trials do not run it, because no session
-	// sandbox policy is known; {{hooks.…}} variables are empty.
+	// ScriptNotRun is set when the gate's rule is a script: trials do not run scripts, because
+	// no session sandbox policy is known; {{hooks.…}} variables are empty.
 	ScriptNotRun bool `json:"scriptNotRun,omitempty"`
+	// RuleRan is set when the gate's rule (a WASM module) ran in the trial, without a mount;
+	// Rule is what it did.
+	RuleRan bool     `json:"ruleRan,omitempty"`
+	Rule    *RuleRun `json:"rule,omitempty"`
 }
 
-// Try runs a draft gate's task on a sample with the real Pixie model. Nothing is recorded,
-// no session is touched, the redo limit is not counted, and the rule is not run.
+// Try runs a draft gate on a sample: its module rule (WASM, with no mount: a trial has no working
+// directory) and its task with the real Pixie model. A script rule is not run (it needs a
+// session's sandbox policy). Nothing is recorded, no session is touched, and the redo limit is
+// not counted.
 func (s *Service) Try(ctx context.Context, tr TryRequest) (TryResult, error) {
 	g := tr.Gate
 	g.normalize()
@@ -49,8 +56,9 @@ func (s *Service) Try(ctx context.Context, tr TryRequest) (TryResult, error) {
 		ps = append(ps, Problem{Field: f, Message: fmt.Sprintf(format, args...)})
 	}
 	validateGateFields("gate", &g, add)
-	if strings.TrimSpace(g.Task) == "" {
-		add("gate.task", "a trial runs the task, and this gate has none (its script is not run in trials)")
+	runsRule := g.Rule != nil && g.Rule.Kind == runtime.KindModule
+	if strings.TrimSpace(g.Task) == "" && !runsRule {
+		add("gate.task", "a trial runs the task and a module rule, and this gate has neither (its script is not run in trials)")
 	}
 	if len(ps) > 0 {
 		return TryResult{}, errs.New(errs.Invalid, "the draft cannot be tried: %s: %s", ps[0].Field, ps[0].Message).WithDetails(ps)
@@ -67,7 +75,8 @@ func (s *Service) Try(ctx context.Context, tr TryRequest) (TryResult, error) {
 	if err != nil {
 		return TryResult{}, err
 	}
-	return TryResult{Result: res, Output: st.out, ModelAnswer: st.modelText, ScriptNotRun: g.Rule != nil}, nil
+	return TryResult{Result: res, Output: st.out, ModelAnswer: st.modelText,
+		ScriptNotRun: g.Rule != nil && !runsRule, RuleRan: runsRule && st.rule != nil, Rule: st.rule}, nil
 }
 
 // sampleErr points a sample's validation problems at the sample's fields.

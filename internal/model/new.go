@@ -39,7 +39,8 @@ const (
 )
 
 // noModelMessage says how to configure a model; it is the message of every ErrNoModel error.
-const noModelMessage = "no Pixie model is configured: set PIXIE_MODEL_PROVIDER (openai or anthropic), " +
+const noModelMessage = "no Pixie model is configured: set one with `pixie settings model set --provider openai|anthropic " +
+	"--model NAME --api-key-env VAR` (or Studio's Settings page), or set PIXIE_MODEL_PROVIDER (openai or anthropic), " +
 	"PIXIE_MODEL_MODEL and PIXIE_MODEL_API_KEY (PIXIE_MODEL_BASE_URL for vLLM, llama.cpp, Ollama, …), " +
 	"or the model: section of pixie.yaml; see docs/models.md"
 

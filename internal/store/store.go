@@ -20,7 +20,8 @@
 //	gate-switch/<session>/<gate>     per-session switches (internal/gate)
 //	gate-redo/<session>/<turn>/<gate> redo counters (internal/gate)
 //	gate-config/<key>                gate settings: script-dir, revision (internal/gate)
-//	gate-session/<session>           a session's last preset, for its switch listing (internal/gate)
+//	gate-session/<session>           a session's last preset and newest run, for its switch listing (internal/gate)
+//	gate-session-recent/<rev time>/<session>  sessions with records, newest run first (internal/gate)
 //	module/<sha256>                  WASM module metadata; the bytes live in <home>/blobs (runtime)
 //	module-name/<name>               module name → sha256
 //	hint/<id>                        hints (internal/hint); ids are time-ordered
