@@ -8,13 +8,17 @@ HOME_DIR ?=
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -X main.version=$(VERSION)
 GUESTS   := $(patsubst guests/%/,%,$(sort $(dir $(wildcard guests/*/main.go))))
+# AssemblyScript guests (an asconfig.json beside package.json), and every npm package folder
+# of the AssemblyScript SDK and guests (each with its package-lock.json).
+AS_GUESTS := $(patsubst guests/%/,%,$(sort $(dir $(wildcard guests/*/asconfig.json))))
+NPM_DIRS  := sdk/assemblyscript $(addprefix guests/,$(AS_GUESTS))
 # The Go modules of the repository: the server's and the guest SDK's (sdk/go.mod, reached from
 # the server's through a replace). `./...` in one module does not enter the other, so vet and
 # staticcheck run in each, and once more for the wasip1 code (the SDK's host side and the guests).
 MODULES  := . sdk
 VET_WASI := (cd sdk && GOOS=wasip1 GOARCH=wasm $(GO) vet ./...) && GOOS=wasip1 GOARCH=wasm $(GO) vet ./guests/...
 
-.PHONY: build run install test bench check guests ui clean tools
+.PHONY: build run install test bench check guests npm ui clean tools
 
 build: ## build the pixie binary into bin/
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/pixie ./cmd/pixie
@@ -42,11 +46,22 @@ install: ## put pixie on PATH (go install, else ~/.local/bin)
 		echo "note: another pixie comes first on PATH: $$(command -v pixie)"; \
 	fi
 
-guests: ## build every WASM guest under guests/ into bin/guests/
+npm: ## install the pinned npm packages of the AssemblyScript SDK and guests (npm ci, from npm's cache when it can)
+	@for d in $(NPM_DIRS); do \
+		if [ ! -f $$d/node_modules/.package-lock.json ] || [ $$d/package-lock.json -nt $$d/node_modules/.package-lock.json ]; then \
+			echo "npm ci ($$d)"; (cd $$d && npm ci --no-audit --no-fund --prefer-offline --loglevel=error) || exit 1; \
+		fi; \
+	done
+
+guests: npm ## build every WASM guest under guests/ (Go and AssemblyScript) into bin/guests/
 	@mkdir -p $(BIN)/guests
 	@for g in $(GUESTS); do \
 		echo "guest $$g"; \
 		GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -o $(BIN)/guests/$$g.wasm ./guests/$$g || exit 1; \
+	done
+	@for g in $(AS_GUESTS); do \
+		echo "guest $$g (AssemblyScript)"; \
+		$(GO) run ./cmd/pixie guest build guests/$$g -o $(BIN)/guests/$$g.wasm >/dev/null || exit 1; \
 	done
 
 test: guests ## build the guests, vet, and run every test with the race detector
@@ -56,6 +71,9 @@ test: guests ## build the guests, vet, and run every test with the race detector
 	@# compiles a Go guest in tens of seconds, but loads cached code in milliseconds.
 	$(GO) test -count=1 -run TestWarmCompileCache ./internal/wasmwarm/
 	cd sdk && $(GO) test -race -count=1 ./...
+	@# The AssemblyScript SDK and guests: node's test runner against the SDK's fake host.
+	cd sdk/assemblyscript && npm test
+	@for g in $(AS_GUESTS); do (cd guests/$$g && npm test) || exit 1; done
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 bench: guests ## run the benchmarks and print the tables

@@ -45,6 +45,9 @@ type twinCase struct {
 type twinGuest struct {
 	guest, point, task string
 	cases              []twinCase
+	// others are more WASM guests (folders under guests/) that must decide as guest does on
+	// the same cases: its twins in other languages (block-risky-commands-as, AssemblyScript).
+	others []string
 }
 
 // modelLog records what the rule asked the model, to compare the twins' requests too.
@@ -55,8 +58,9 @@ type modelLog struct {
 
 // TestGuestsMatchTheirBashTwins uploads each guest through POST /v1/modules, attaches it to a
 // gate, and evaluates inputs through POST /v1/gates/evaluate; then the same gate with the bash
-// twin (guests/<name>/<name>.sh in the script folder) evaluates the same inputs. Both must
-// decide the same, and ask the model the same.
+// twin (guests/<name>/<name>.sh in the script folder) evaluates the same inputs, and so does
+// the same gate with each of the guest's twins in other languages. All must decide the same,
+// and ask the model the same.
 func TestGuestsMatchTheirBashTwins(t *testing.T) {
 	if _, err := exec.LookPath("jq"); err != nil {
 		t.Skip("the bash twins need jq")
@@ -65,6 +69,9 @@ func TestGuestsMatchTheirBashTwins(t *testing.T) {
 	for _, tg := range twinGuests() {
 		t.Run(tg.guest, func(t *testing.T) {
 			s.push(t, tg.guest, tg.guest)
+			for _, o := range tg.others {
+				s.push(t, o, o)
+			}
 			cwds := make([]string, len(tg.cases))
 			for i, c := range tg.cases {
 				cwds[i] = t.TempDir()
@@ -108,6 +115,17 @@ func TestGuestsMatchTheirBashTwins(t *testing.T) {
 			}
 			wasmOut, wasmLog := run("wasm", moduleRule(tg.guest))
 			bashOut, bashLog := run("bash", scriptRule(tg.guest+".sh"))
+			for _, o := range tg.others {
+				out, log := run(o, moduleRule(o))
+				for i, c := range tg.cases {
+					if !reflect.DeepEqual(out[i], wasmOut[i]) {
+						t.Errorf("%s: %s decided\n%+v\nthe Go guest\n%+v", c.name, o, out[i], wasmOut[i])
+					}
+					if !reflect.DeepEqual(log[i], wasmLog[i]) {
+						t.Errorf("%s: %s asked the model differently:\n%s %q\ngo %q", c.name, o, o, log[i], wasmLog[i])
+					}
+				}
+			}
 			for i, c := range tg.cases {
 				if !reflect.DeepEqual(wasmOut[i], c.want) {
 					t.Errorf("%s: the WASM gate decided\n%+v\nwant\n%+v", c.name, wasmOut[i], c.want)
@@ -228,7 +246,7 @@ func twinGuests() []twinGuest {
 				want: byPixie("done", "task: Changed:\n M README.md\nD  docs/old.md\nA  src/new.go\nMM src/util.go\n?? notes.txt\n?? scratch/")},
 			{name: "not a repository", target: "done", want: byPixie("done", "task: Changed:\n")},
 		}},
-		{guest: "block-risky-commands", point: "tool-before", task: "Is this command risky? {{tool.args}}", cases: []twinCase{
+		{guest: "block-risky-commands", point: "tool-before", task: "Is this command risky? {{tool.args}}", others: []string{"block-risky-commands-as"}, cases: []twinCase{
 			{name: "rm -rf /", tool: rmRoot, target: rmRootArgs, want: blocked(rmRootArgs, "Blocked: recursive forced rm of / or the home directory.")},
 			{name: "curl piped to sh", tool: curl, target: curlArgs, want: blocked(curlArgs, "Blocked: piping a download into a shell. Download the script, read it, then run it.")},
 			{name: "ls", tool: ls, target: lsArgs, want: skipped(lsArgs)},
