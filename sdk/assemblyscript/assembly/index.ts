@@ -275,6 +275,30 @@ export function run(rule: () => i32): i32 {
   return rule();
 }
 
+// --- JSON ---
+
+// JSONValue is a parsed JSON value: kind is one of the JSON_* kinds; str, num (and raw, its
+// text), bool, items (array elements or object values) and keys (object keys) hold it; get,
+// getString and getNumber read an object's members (the last of repeated keys, as Go and jq).
+export { Value as JSONValue } from "./json";
+export const JSON_NULL = 0;
+export const JSON_BOOL = 1;
+export const JSON_NUMBER = 2;
+export const JSON_STRING = 3;
+export const JSON_ARRAY = 4;
+export const JSON_OBJECT = 5;
+
+// parseJSON parses text as one JSON value (the tool arguments of a tool point, say), or
+// returns null when it is not JSON. Strings decode as Go's encoding/json decodes them.
+export function parseJSON(text: string): Value | null {
+  return parse(encode(text));
+}
+
+// parseJSONBytes is parseJSON of UTF-8 bytes (targetBytes(), without a copy to a string).
+export function parseJSONBytes(b: Uint8Array): Value | null {
+  return parse(b);
+}
+
 // --- the model and the decision engine ---
 
 // HostError is a failed ask or judge call, with the same codes as the HTTP helper:

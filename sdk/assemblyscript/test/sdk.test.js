@@ -185,3 +185,27 @@ test("the fake refuses what Pixie refuses", async () => {
   await assert.rejects(new Fake().run(mod), /imports what the host does not provide: function env.abort/);
   await assert.rejects(new Fake().run(wasm, { entry: "nope" }), /does not export the entry point "nope"/);
 });
+
+test("parseJSON", async (t) => {
+  const cases = [
+    ['{"command":"ls -l","n":2.5}', "3:ls -l:2.5"],
+    ['{"command":"a","command":"\\u00e9\\ud83d\\ude00\\ud83d"}', "3:é😀\ufffd:NaN"],
+    ['{"command":null}', "0::NaN"],
+    ["[1]", "not an object"],
+    ['{"x":1}', "no command"],
+    ['{"command":"x",}', "not JSON"],
+    ['{"command":"x"} {}', "not JSON"],
+    ["", "not JSON"],
+    ['{"command":01}', "not JSON"],
+    ['{"command":"\\x"}', "not JSON"],
+    ['{"command":' + "[".repeat(2000) + "]".repeat(2000) + "}", "not JSON"], // deeper than the reader's 1000
+  ];
+  for (const [target, want] of cases) {
+    await t.test(target.slice(0, 40), async () => {
+      const res = await run("json_command", { target });
+      assert.equal(res.trap, null, res.stderr);
+      assert.equal(res.output, want);
+    });
+  }
+  assert.equal((await run("json_text", { target: "[1, 2, [3]]" })).output, "3");
+});
