@@ -19,8 +19,11 @@ import (
 
 func main() {}
 
-// init warms the JSON encoder of the judged pair before the instance waits in the pool (see
-// block-risky-commands).
+// init warms the JSON encoder of the judged pair: encoding/json builds a type's codec on first
+// use, and every run is the first use of its instance, so building it here, while the host
+// prepares the instance (before the run it will serve is known), takes it off the run's path.
+// It is an optimisation, not a requirement; it must not read the context (empty here), and it is
+// the same for every run (docs/guests.md, "Warming up").
 func init() { pair("", "") }
 
 // evidenceFile is read relative to the guest's cwd: the mounted session cwd.

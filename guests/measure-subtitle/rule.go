@@ -13,8 +13,11 @@ import (
 
 func main() {}
 
-// init warms the JSON encoder of the measurement before the instance waits in the pool (see
-// block-risky-commands).
+// init warms the JSON encoder of the measurement: encoding/json builds a type's codec on first
+// use, and every run is the first use of its instance, so building it here, while the host
+// prepares the instance (before the run it will serve is known), takes it off the run's path.
+// It is an optimisation, not a requirement; it must not read the context (empty here), and it is
+// the same for every run (docs/guests.md, "Warming up").
 func init() { _, _ = json.Marshal(measurement{}) }
 
 // measurement is the JSON the task receives.
