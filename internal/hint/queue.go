@@ -325,6 +325,34 @@ func (q *Queue) Cancel(ctx context.Context, id string) (Hint, error) {
 	return out, nil
 }
 
+// HasPending reports whether a take for session would hand anything out: a pending hint of
+// session or a global one (for the empty session, a global one). It is one read and no write, so
+// a caller can check on every step and parse or take only when it says yes; a take that follows
+// may still find nothing (another step took the hints meanwhile).
+func (q *Queue) HasPending(ctx context.Context, session string) (bool, error) {
+	if err := checkSession(session, true); err != nil {
+		return false, err
+	}
+	found := false
+	err := q.st.View(ctx, func(tx *store.Tx) error {
+		st, err := q.load(tx)
+		if err != nil {
+			return err
+		}
+		for _, h := range st.list {
+			if h.State == Pending && (h.SessionID == session || h.SessionID == "") {
+				found = true
+				return nil
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return false, q.wrap(err, "read the queue")
+	}
+	return found, nil
+}
+
 // Take hands out session's pending hints together with the global ones, oldest first, at most
 // MaxPerStep, and marks them consumed under a lease in the same transaction. With an empty
 // session only global hints are taken: a hint whose owner is unknown is never fed to another
@@ -399,6 +427,36 @@ func (q *Queue) Confirm(ctx context.Context, takeID string) (int, error) {
 // errs.NotFound when the take is not open.
 func (q *Queue) Rollback(ctx context.Context, takeID string) (int, error) {
 	return q.finish(ctx, takeID, false)
+}
+
+// Renew extends an open take's lease to Config.Lease from now, for a caller that is still
+// legitimately waiting to learn whether the step happened (a model API that sends its status line
+// only after the whole answer). It returns the new expiry, and fails with errs.NotFound when the
+// take is not open. A renewal changes no hint, so it publishes nothing.
+func (q *Queue) Renew(ctx context.Context, takeID string) (time.Time, error) {
+	if takeID == "" {
+		return time.Time{}, errs.New(errs.Invalid, "takeId is required")
+	}
+	if !validID("t", takeID) {
+		return time.Time{}, errs.New(errs.NotFound, "%s", q.msg.ErrTakeNotFound)
+	}
+	var exp time.Time
+	err := q.st.Update(ctx, func(tx *store.Tx) error {
+		l, err := leases.Get(tx, takeID)
+		if errors.Is(err, store.ErrNotFound) {
+			return errs.New(errs.NotFound, "%s", q.msg.ErrTakeNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		l.ExpiresAt = q.cfg.Now().UTC().Add(q.cfg.Lease)
+		exp = l.ExpiresAt
+		return leases.Put(tx, l.ID, l)
+	})
+	if err != nil {
+		return time.Time{}, q.wrap(err, "renew the take")
+	}
+	return exp, nil
 }
 
 func (q *Queue) finish(ctx context.Context, takeID string, confirm bool) (int, error) {

@@ -753,3 +753,64 @@ func TestKeepConsumedEdge(t *testing.T) {
 		})
 	}
 }
+
+// HasPending answers what a take would find, without taking: the session's own and the global
+// hints count, another session's do not, and an empty session sees only the global queue.
+func TestHasPending(t *testing.T) {
+	ctx := context.Background()
+	q, _ := newQueue(t, Config{})
+	check := func(session string, want bool) {
+		t.Helper()
+		got, err := q.HasPending(ctx, session)
+		if err != nil || got != want {
+			t.Fatalf("HasPending(%q) = %v, %v; want %v", session, got, err, want)
+		}
+	}
+	check("s1", false)
+	check("", false)
+	put(t, q, "s2", "for s2")
+	check("s1", false)
+	check("", false)
+	check("s2", true)
+	put(t, q, "", "for everyone")
+	check("s1", true)
+	check("", true)
+	if tk, err := q.TakeAndConfirm(ctx, "s1"); err != nil || len(tk.Hints) != 1 {
+		t.Fatalf("take = %+v, %v", tk, err)
+	}
+	check("s1", false)
+	check("s2", true)
+	_, err := q.HasPending(ctx, "*")
+	wantCode(t, err, errs.Invalid)
+}
+
+// Renew moves an open take's expiry forward, so the sweep leaves it alone; a closed or unknown
+// take is not found.
+func TestRenewExtendsTheLease(t *testing.T) {
+	ctx := context.Background()
+	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	q, _ := newQueue(t, Config{Now: clk.Now, Lease: time.Minute})
+	put(t, q, "s", "one")
+	tk, err := q.Take(ctx, "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(50 * time.Second)
+	exp, err := q.Renew(ctx, tk.ID)
+	if err != nil || !exp.Equal(clk.Now().Add(time.Minute)) {
+		t.Fatalf("renew = %v, %v", exp, err)
+	}
+	clk.Add(30 * time.Second) // past the first expiry, before the renewed one
+	if n, _ := q.sweep(ctx); n != 0 {
+		t.Fatalf("swept %d renewed leases", n)
+	}
+	if n, err := q.Confirm(ctx, tk.ID); err != nil || n != 1 {
+		t.Fatalf("confirm after renew = %d, %v", n, err)
+	}
+	_, err = q.Renew(ctx, tk.ID)
+	wantCode(t, err, errs.NotFound)
+	_, err = q.Renew(ctx, "t-not-an-id")
+	wantCode(t, err, errs.NotFound)
+	_, err = q.Renew(ctx, "")
+	wantCode(t, err, errs.Invalid)
+}
