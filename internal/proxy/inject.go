@@ -327,4 +327,3 @@ func sessionFromUserID(uid string) string {
 	}
 	return ""
 }
-
