@@ -35,6 +35,7 @@ import (
 	"github.com/pixie-dev/pixie/internal/hooks"
 	"github.com/pixie-dev/pixie/internal/judge"
 	"github.com/pixie-dev/pixie/internal/pet"
+	"github.com/pixie-dev/pixie/internal/proxy"
 	"github.com/pixie-dev/pixie/internal/settings"
 	"github.com/pixie-dev/pixie/internal/store"
 	"github.com/pixie-dev/pixie/runtime/modules"
@@ -94,6 +95,8 @@ type Deps struct {
 	// Replicas finds the other replicas of a cluster on one shared store; a helper call whose
 	// run token another replica issued is forwarded there (helper.go). Nil means one process.
 	Replicas Replicas
+	// Proxy is the model-API side channel that carries hints (routes in proxy.go).
+	Proxy *proxy.Proxy
 }
 
 // Server is Pixie's HTTP server.
@@ -261,6 +264,7 @@ func (s *Server) routes() {
 	s.mountHelper(s.open)
 	s.mountJudge(s.v1)
 	s.mountSettings(s.v1)
+	s.mountProxy()
 	s.mountUI()
 }
 

@@ -96,10 +96,11 @@ type Config struct {
 	// Logger receives notes (injections, bodies too large, upstream failures); nil discards them.
 	// Nothing logged carries a header, a credential or a body.
 	Logger *slog.Logger
-	// WriteError writes an error answer in the API's shape; the server sets it (its one error
-	// mapping). Nil writes WriteAPIError with the status of err's code.
-	WriteError func(w http.ResponseWriter, r *http.Request, api API, err error)
 }
+
+// ErrorWriter writes an error answer (an unreachable upstream, an unreadable body) in the API's
+// shape; the server passes its own, which maps error codes to statuses in its one place.
+type ErrorWriter func(w http.ResponseWriter, r *http.Request, api API, err error)
 
 // Proxy is the side channel. It is safe for concurrent use.
 type Proxy struct {
@@ -171,11 +172,15 @@ func (p *Proxy) Carries(ctx context.Context, session string) bool {
 
 // Serve forwards r (already authenticated, Pixie's credential removed) to api's upstream at
 // path (the part after the route prefix, e.g. /v1/messages), injecting pending hints into a
-// step as the package comment says.
-func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, api API, path string) {
+// step as the package comment says. Errors Pixie itself answers go through writeErr (nil:
+// WriteAPIError with a status for the error's code).
+func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, api API, path string, writeErr ErrorWriter) {
+	if writeErr == nil {
+		writeErr = defaultErrorWriter
+	}
 	up, ok := p.upstreams[api]
 	if !ok {
-		p.writeError(w, r, api, errs.New(errs.NotFound, "no such model API %q", api))
+		writeErr(w, r, api, errs.New(errs.NotFound, "no such model API %q", api))
 		return
 	}
 	if !strings.HasPrefix(path, "/") {
@@ -189,7 +194,7 @@ func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, api API, path stri
 	// write timeout (the client's disconnect still ends it).
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 
-	x := &exchange{p: p, api: api, target: &target, ep: endpointOf(api, r.Method, path)}
+	x := &exchange{p: p, api: api, target: &target, ep: endpointOf(api, r.Method, path), writeErr: writeErr}
 	if x.ep == epOther {
 		x.forward(w, r, nil, r.Body, r.ContentLength)
 		return
@@ -203,7 +208,7 @@ func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, api API, path stri
 			x.forward(w, r, nil, io.MultiReader(bytes.NewReader(tooBig.head), r.Body), r.ContentLength)
 			return
 		}
-		p.writeError(w, r, api, errs.Wrap(errs.Invalid, err, "cannot read the request body: %s", err.Error()))
+		writeErr(w, r, api, errs.Wrap(errs.Invalid, err, "cannot read the request body: %s", err.Error()))
 		return
 	}
 	take := p.prepare(r, x, body)
@@ -292,11 +297,7 @@ func (p *Proxy) finish(ctx context.Context, id string, confirm bool) {
 	}
 }
 
-func (p *Proxy) writeError(w http.ResponseWriter, r *http.Request, api API, err error) {
-	if p.cfg.WriteError != nil {
-		p.cfg.WriteError(w, r, api, err)
-		return
-	}
+func defaultErrorWriter(w http.ResponseWriter, _ *http.Request, api API, err error) {
 	st := http.StatusInternalServerError
 	switch errs.CodeOf(err) {
 	case errs.Invalid:
@@ -316,10 +317,11 @@ func (p *Proxy) writeError(w http.ResponseWriter, r *http.Request, api API, err 
 
 // exchange is one forwarded request.
 type exchange struct {
-	p      *Proxy
-	api    API
-	target *url.URL
-	ep     endpoint
+	p        *Proxy
+	api      API
+	target   *url.URL
+	ep       endpoint
+	writeErr ErrorWriter
 }
 
 // forward sends r upstream with body and streams the answer back; take (nil: none) is confirmed
@@ -371,7 +373,7 @@ func (x *exchange) forward(w http.ResponseWriter, r *http.Request, take *heldTak
 				return // the client went away; nobody reads an answer
 			}
 			p.log.Warn("proxy: the upstream could not be reached", "api", x.api, "upstream", x.target.Redacted(), "err", redactErr(err))
-			p.writeError(w, req, x.api, errs.Wrap(errs.Upstream, err,
+			x.writeErr(w, req, x.api, errs.Wrap(errs.Upstream, err,
 				"Pixie could not reach the %s upstream %s: %s", x.api, hostOf(x.target), causeOf(err)))
 		},
 	}

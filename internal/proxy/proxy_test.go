@@ -78,7 +78,7 @@ func newRig(t *testing.T, cfg proxy.Config, qcfg hint.Config) *rig {
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for _, api := range []proxy.API{proxy.Anthropic, proxy.OpenAI} {
 			if rest, ok := strings.CutPrefix(r.URL.Path, "/v1/proxy/"+string(api)); ok {
-				p.Serve(w, r, api, rest)
+				p.Serve(w, r, api, rest, nil)
 				return
 			}
 		}
