@@ -16,6 +16,7 @@ import (
 	"github.com/pixie-dev/pixie/internal/hooks"
 	"github.com/pixie-dev/pixie/internal/judge"
 	"github.com/pixie-dev/pixie/internal/model"
+	"github.com/pixie-dev/pixie/internal/proxy"
 	"github.com/pixie-dev/pixie/internal/settings"
 	"github.com/pixie-dev/pixie/internal/store"
 	"github.com/pixie-dev/pixie/runtime"
@@ -95,6 +96,23 @@ func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *stor
 		return nil, fmt.Errorf("hints: %w", err)
 	}
 	a.closers = append(a.closers, func() { hints.Close() })
+	// The model-API side channel (issue 19): hints injected into one model request, outside the
+	// chat history. hints.delivery decides who delivers: the proxy for the sessions it carries
+	// and hooks for the others (auto), the proxy only, or the hooks only.
+	px, err := proxy.New(st, hints, proxy.Config{AnthropicURL: cfg.Proxy.AnthropicURL, OpenAIURL: cfg.Proxy.OpenAIURL,
+		InjectLimit: cfg.Proxy.InjectLimit, NoInject: cfg.Hints.Delivery == "hooks", Lease: cfg.Hints.Lease, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
+	var hintsElsewhere func(context.Context, string) bool
+	switch cfg.Hints.Delivery {
+	case "proxy":
+		hintsElsewhere = func(context.Context, string) bool { return true }
+	case "auto":
+		hintsElsewhere = px.Carries
+	}
+	info["proxy"] = map[string]any{"anthropicUrl": px.Upstream(proxy.Anthropic), "openaiUrl": px.Upstream(proxy.OpenAI),
+		"hintsDelivery": cfg.Hints.Delivery}
 	petSvc, petClose, err := newPet(ctx, cfg, log, st, rules, pixieModel, gates)
 	if err != nil {
 		return nil, fmt.Errorf("pet: %w", err)
@@ -118,7 +136,9 @@ func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *stor
 		},
 		Hints: hints,
 		Pet:   petSvc,
-		Hooks: hooks.New(st, gates, hints, hooks.Config{DefaultPreset: cfg.Hooks.DefaultPreset, Logger: log}),
+		Hooks: hooks.New(st, gates, hints, hooks.Config{DefaultPreset: cfg.Hooks.DefaultPreset, Logger: log,
+			HintsElsewhere: hintsElsewhere}),
+		Proxy: px,
 		Gates: gates,
 		Judge: judgeSvc,
 

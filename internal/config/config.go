@@ -56,6 +56,7 @@ type Config struct {
 	WASM   WASMConfig   `yaml:"wasm"`
 	Hints  HintsConfig  `yaml:"hints"`
 	Hooks  HooksConfig  `yaml:"hooks"`
+	Proxy  ProxyConfig  `yaml:"proxy"`
 	Pet    PetConfig    `yaml:"pet"`
 	Lark   LarkConfig   `yaml:"lark"`
 }
@@ -131,6 +132,7 @@ type HintsConfig struct {
 	Heartbeat            time.Duration `yaml:"heartbeat" doc:"SSE ping interval"`
 	Lease                time.Duration `yaml:"lease" doc:"time a take may stay unconfirmed before its hints return"`
 	Locale               string        `yaml:"locale" doc:"injected message language: en or zh"`
+	Delivery             string        `yaml:"delivery" doc:"who delivers hints: auto (the model-API proxy for sessions it carries, hooks for the others), proxy (never hooks) or hooks (the proxy only forwards)"`
 }
 
 // HooksConfig is the agent-host adapters.
@@ -139,6 +141,13 @@ type HooksConfig struct {
 	FailOpen      bool          `yaml:"failOpen" doc:"command adapter: allow when the server is unreachable"`
 	Timeout       time.Duration `yaml:"timeout" doc:"command adapter: server call timeout"`
 	SkillDir      string        `yaml:"skillDir" doc:"where pixie init installs the agent skill; empty = .claude/skills of the project"`
+}
+
+// ProxyConfig is the model-API side channel (/v1/proxy/anthropic, /v1/proxy/openai).
+type ProxyConfig struct {
+	AnthropicURL string `yaml:"anthropicUrl" doc:"upstream of /v1/proxy/anthropic (any Anthropic Messages API)"`
+	OpenAIURL    string `yaml:"openaiUrl" doc:"upstream of /v1/proxy/openai (any OpenAI Responses / Chat Completions API)"`
+	InjectLimit  int64  `yaml:"injectLimit" doc:"largest request body read to inject hints into, in bytes; larger bodies are forwarded without hints"`
 }
 
 // PetConfig is Pet.
@@ -177,7 +186,8 @@ func Defaults(home string) Config {
 		WASM: WASMConfig{MaxModuleSize: 16 << 20, MemoryPages: 512, MaxInput: 1 << 20,
 			MaxOutput: 256 << 10, PoolSize: 2, MaxHostCalls: 200},
 		Hints: HintsConfig{MaxPerStep: 20, MaxContentChars: 2000, MaxPendingPerSession: 20,
-			KeepConsumed: 20, Heartbeat: 25 * time.Second, Lease: 2 * time.Minute, Locale: "en"},
+			KeepConsumed: 20, Heartbeat: 25 * time.Second, Lease: 2 * time.Minute, Locale: "en", Delivery: "auto"},
+		Proxy: ProxyConfig{AnthropicURL: "https://api.anthropic.com", OpenAIURL: "https://api.openai.com", InjectLimit: 32 << 20},
 		Hooks: HooksConfig{DefaultPreset: "default", Timeout: 90 * time.Second}, // above the 60 s default gate time limit
 		Pet:   PetConfig{MaxSkillFiles: 200, MaxSkillFileSize: 1 << 20, MaxSkillSize: 8 << 20},
 		Lark:  LarkConfig{BaseURL: "https://open.feishu.cn", ReplayWindow: 5 * time.Minute},
@@ -534,6 +544,16 @@ func (c *Config) Validate() error {
 	default:
 		return bad("hints.locale", "must be en or zh, got %q", c.Hints.Locale)
 	}
+	switch c.Hints.Delivery {
+	case "auto", "proxy", "hooks":
+	default:
+		return bad("hints.delivery", "must be auto, proxy or hooks, got %q", c.Hints.Delivery)
+	}
+	for _, u := range []struct{ key, v string }{{"proxy.anthropicUrl", c.Proxy.AnthropicURL}, {"proxy.openaiUrl", c.Proxy.OpenAIURL}} {
+		if !strings.HasPrefix(u.v, "http://") && !strings.HasPrefix(u.v, "https://") {
+			return bad(u.key, "must start with http:// or https://, got %q", u.v)
+		}
+	}
 	positive := []struct {
 		key string
 		n   int64
@@ -559,6 +579,7 @@ func (c *Config) Validate() error {
 		{"store.postgres.maxConns", int64(c.Store.Postgres.MaxConns)},
 		{"store.postgres.statementTimeout", int64(c.Store.Postgres.StatementTimeout)},
 		{"store.postgres.pollInterval", int64(c.Store.Postgres.PollInterval)},
+		{"proxy.injectLimit", c.Proxy.InjectLimit},
 		{"pet.maxSkillFiles", int64(c.Pet.MaxSkillFiles)},
 		{"pet.maxSkillFileSize", c.Pet.MaxSkillFileSize},
 		{"pet.maxSkillSize", c.Pet.MaxSkillSize},

@@ -17,6 +17,9 @@ func TestEnvName(t *testing.T) {
 		{"model.baseUrl", "PIXIE_MODEL_BASE_URL"},
 		{"hints.maxPendingPerSession", "PIXIE_HINTS_MAX_PENDING_PER_SESSION"},
 		{"judge.model.provider", "PIXIE_JUDGE_MODEL_PROVIDER"},
+		{"proxy.anthropicUrl", "PIXIE_PROXY_ANTHROPIC_URL"},
+		{"proxy.openaiUrl", "PIXIE_PROXY_OPENAI_URL"},
+		{"hints.delivery", "PIXIE_HINTS_DELIVERY"},
 	}
 	for _, c := range cases {
 		t.Run(c.path, func(t *testing.T) {
@@ -70,6 +73,9 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"zero limit", "hints:\n  maxPerStep: 0\n", nil, nil, "hints.maxPerStep"},
 		{"bad addr", "addr: nowhere\n", nil, nil, "addr"},
 		{"bad locale", "", []string{"PIXIE_HINTS_LOCALE=fr"}, nil, "hints.locale"},
+		{"bad delivery", "", []string{"PIXIE_HINTS_DELIVERY=both"}, nil, "hints.delivery"},
+		{"bad proxy upstream", "", []string{"PIXIE_PROXY_OPENAI_URL=localhost:8000"}, nil, "proxy.openaiUrl"},
+		{"zero inject limit", "proxy:\n  injectLimit: 0\n", nil, nil, "proxy.injectLimit"},
 		{"bad env duration", "", []string{"PIXIE_MODEL_TIMEOUT=soon"}, nil, "model.timeout"},
 		{"judge model needs a name", "judge:\n  model:\n    provider: anthropic\n", nil, nil, "judge.model.model"},
 		{"unknown flag key", "", nil, map[string]string{"nope": "1"}, "nope"},
@@ -160,5 +166,25 @@ func TestStoreSettings(t *testing.T) {
 				t.Fatalf("got %v, want an error naming %s", err, c.key)
 			}
 		})
+	}
+}
+
+// The proxy's upstreams default to the vendors' public APIs and take the environment.
+func TestProxyDefaultsAndEnv(t *testing.T) {
+	home := t.TempDir()
+	c, err := Load(home, os.Getenv, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Proxy.AnthropicURL != "https://api.anthropic.com" || c.Proxy.OpenAIURL != "https://api.openai.com" ||
+		c.Proxy.InjectLimit != 32<<20 || c.Hints.Delivery != "auto" {
+		t.Fatalf("defaults: %+v %q", c.Proxy, c.Hints.Delivery)
+	}
+	c, err = Load(home, os.Getenv, []string{"PIXIE_PROXY_ANTHROPIC_URL=http://127.0.0.1:9/anthropic", "PIXIE_HINTS_DELIVERY=proxy"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Proxy.AnthropicURL != "http://127.0.0.1:9/anthropic" || c.Hints.Delivery != "proxy" {
+		t.Fatalf("env: %+v %q", c.Proxy, c.Hints.Delivery)
 	}
 }

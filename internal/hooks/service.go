@@ -44,6 +44,10 @@ type Config struct {
 	TurnTTL time.Duration
 	// Logger receives warnings (hints that could not be taken or confirmed); nil discards them.
 	Logger *slog.Logger
+	// HintsElsewhere reports whether another path delivers session's hints (the model-API proxy,
+	// which keeps them out of the chat history; hints.delivery): the hook answers then carry none,
+	// so no hint reaches the model twice or lands in the transcript. Nil means hooks deliver hints.
+	HintsElsewhere func(ctx context.Context, session string) bool
 }
 
 // Service answers hook calls: it maps the input, keeps the session's turn, evaluates the gate,
@@ -140,7 +144,7 @@ func (s *Service) Handle(ctx context.Context, call Call, input []byte, deliver f
 		}
 	}
 	var take hint.Take
-	if s.hints != nil && DeliversHints(ev, o) {
+	if s.hints != nil && DeliversHints(ev, o) && (s.cfg.HintsElsewhere == nil || !s.cfg.HintsElsewhere(ctx, ev.SessionID)) {
 		take, err = s.hints.Take(ctx, ev.SessionID)
 		if err != nil {
 			// The step goes on without hints; they stay pending for the next one.

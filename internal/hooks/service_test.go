@@ -481,3 +481,51 @@ func TestServiceTooLargeTarget(t *testing.T) {
 		t.Errorf("target at the cap: systemMessage %q", out.SystemMessage)
 	}
 }
+
+// A session whose hints another path delivers (the model-API proxy) gets none in its hook
+// answers, and its hints stay pending for that path; other sessions are served as before.
+func TestServiceHintsElsewhere(t *testing.T) {
+	s := newStack(t)
+	ctx := context.Background()
+	svc := New(s.st, s.gates, s.hints, Config{DefaultPreset: "p",
+		HintsElsewhere: func(_ context.Context, session string) bool { return session == "via-proxy" }})
+	run := func(session, fixture string) string {
+		t.Helper()
+		var out Output
+		if err := svc.Handle(ctx, "p", input(t, fixture, map[string]any{"session_id": session}), func(o Output) error { out = o; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return string(out.Marshal())
+	}
+	hp, err := s.hints.Put(ctx, "via-proxy", "for the proxy to carry")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.hints.Put(ctx, "via-hooks", "for the hooks to carry"); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"user_prompt_submit", "post_tool_use"} {
+		if out := run("via-proxy", f); strings.Contains(out, "proxy to carry") {
+			t.Fatalf("%s delivered a hint the proxy delivers: %s", f, out)
+		}
+	}
+	if out := run("via-hooks", "user_prompt_submit"); !strings.Contains(out, "for the hooks to carry") {
+		t.Fatalf("the hooks session did not get its hint: %s", out)
+	}
+	snap, err := s.hints.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending := false
+	for _, h := range snap.Pending {
+		if h.ID == hp.Hint.ID {
+			pending = true
+		}
+	}
+	if !pending {
+		t.Fatal("the proxy session's hint did not stay pending")
+	}
+	if _, err := s.hints.TakeAndConfirm(ctx, "via-proxy"); err != nil {
+		t.Fatal(err)
+	}
+}

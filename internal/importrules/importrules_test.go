@@ -47,7 +47,7 @@ var rules = []rule{
 	{name: "hostfuncs", pattern: "./hostfuncs/...", deny: []string{echo, badger, pgx, server, rtime}},
 	{name: "store-portable", pattern: "./internal/store", deny: []string{echo, wazero, badger, pgx}},
 	{name: "store-drivers", pattern: "./internal/store/...", deny: []string{echo, wazero}},
-	{name: "domain", pattern: "./internal/gate/... ./internal/hint/... ./internal/judge/... ./internal/model/... ./internal/pet/... ./internal/channel/...",
+	{name: "domain", pattern: "./internal/gate/... ./internal/hint/... ./internal/judge/... ./internal/model/... ./internal/pet/... ./internal/channel/... ./internal/proxy/...",
 		deny: []string{echo, badger, pgx, wazero, extism}},
 	{name: "errs", pattern: "./internal/errs", deny: []string{stdOnly}},
 	{name: "abi", pattern: "./abi/...", dir: "sdk", deny: []string{stdOnly}},
