@@ -492,7 +492,7 @@ func TestServiceHintsElsewhere(t *testing.T) {
 	run := func(session, fixture string) string {
 		t.Helper()
 		var out Output
-		if err := svc.Handle(ctx, "p", input(t, fixture, map[string]any{"session_id": session}), func(o Output) error { out = o; return nil }); err != nil {
+		if err := svc.Handle(ctx, Call{Preset: "p"}, input(t, fixture, map[string]any{"session_id": session}), func(o Output) error { out = o; return nil }); err != nil {
 			t.Fatal(err)
 		}
 		return string(out.Marshal())
