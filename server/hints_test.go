@@ -231,7 +231,7 @@ func TestHintRoutesInjection(t *testing.T) {
 	e.put(t, "b", "b 的提示")
 
 	tk := e.take(t, "a", true)
-	want := "📌 旁路提示（用户在任务执行过程中插入，不占对话历史，仅本条可见）\n" +
+	want := "📌 旁路提示（用户在任务执行过程中插入）\n" +
 		"请在本步参考下面的要求，然后继续原来的任务；不要停下来等待确认，也不要把它当作新的用户回合。\n" +
 		"1. 先跑测试\n2. 回答用中文"
 	if tk.Message != want || !tk.Confirmed || tk.ID != "" {

@@ -86,8 +86,16 @@ func TestMCPServer(t *testing.T) {
 	var names []string
 	for _, tl := range tools.Tools {
 		names = append(names, tl.Name)
-		if tl.Description == "" || tl.InputSchema == nil {
-			t.Errorf("tool %s lacks a description or an input schema", tl.Name)
+		if tl.Description == "" || tl.InputSchema == nil || tl.OutputSchema == nil || tl.Annotations == nil {
+			t.Errorf("tool %s lacks a description, an input or output schema, or annotations", tl.Name)
+		}
+		ro := tl.Name == "hint_status" || tl.Name == "judge"
+		if tl.Annotations != nil && tl.Annotations.ReadOnlyHint != ro {
+			t.Errorf("tool %s: readOnlyHint %v", tl.Name, tl.Annotations.ReadOnlyHint)
+		}
+		raw, _ := json.Marshal(tl.InputSchema)
+		if strings.Contains(string(raw), `"type":[`) {
+			t.Errorf("tool %s: a property with several types: %s", tl.Name, raw)
 		}
 	}
 	sort.Strings(names)
@@ -153,12 +161,63 @@ func TestMCPServer(t *testing.T) {
 
 	// judge is a thin client of POST /v1/judge: without a configured engine the judgment fails,
 	// and the failure is a tool error, never an answer.
-	res = callTool(t, cs, "judge", map[string]any{
-		"state":     "Bonjour le monde",
-		"questions": map[string]any{"fr": map[string]any{"type": "noul", "instructions": "Is this text French?", "criteria": map[string]any{}}},
-	})
-	if !res.IsError || toolText(res) == "" {
-		t.Fatalf("judge without an engine: error=%v %q", res.IsError, toolText(res))
+	// The spec's type names, and the Jev ones; criteria is optional for bool.
+	for _, typ := range []string{"bool", "noul"} {
+		res = callTool(t, cs, "judge", map[string]any{
+			"state":     "Bonjour le monde",
+			"questions": map[string]any{"fr": map[string]any{"type": typ, "instructions": "Is this text French?"}},
+		})
+		if !res.IsError || toolText(res) == "" || strings.Contains(toolText(res), "type") || strings.Contains(toolText(res), "criteria") {
+			t.Fatalf("judge (%s) without an engine: error=%v %q", typ, res.IsError, toolText(res))
+		}
+	}
+	res, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "judge", Arguments: map[string]any{
+		"state": "x", "questions": map[string]any{"q": map[string]any{"type": "maybe", "instructions": "?"}}}})
+	if err == nil && !res.IsError {
+		t.Fatal("an unknown judge type was accepted")
+	}
+	// hint_send reports a cut instead of cutting silently.
+	var cut struct {
+		Truncated bool `json:"truncated"`
+		Chars     int  `json:"chars"`
+	}
+	toolJSON(t, cs, "hint_send", map[string]any{"text": strings.Repeat("é", 2001), "sessionId": "mcp-s3"}, &cut)
+	if !cut.Truncated || cut.Chars != 2000 {
+		t.Fatalf("long hint: %+v", cut)
+	}
+}
+
+// Without --session, pixie mcp takes Claude Code's CLAUDE_CODE_SESSION_ID; without either it
+// says plainly that hint_send queues a global hint, and does so.
+func TestMCPCallingSession(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "home")
+	p := testutil.StartServer(t, home, nil)
+	defer p.Stop(t)
+	env := []string{"PIXIE_SERVER_URL=" + p.URL, "PIXIE_HOME=" + home}
+	var sent struct {
+		SessionID string `json:"sessionId"`
+	}
+	cc := mcpSession(t, append(env, "CLAUDE_CODE_SESSION_ID=cc-sess-1"))
+	toolJSON(t, cc, "hint_send", map[string]any{"text": "mine"}, &sent)
+	if sent.SessionID != "cc-sess-1" {
+		t.Fatalf("with CLAUDE_CODE_SESSION_ID: %+v", sent)
+	}
+	anon := mcpSession(t, env)
+	tools, err := anon.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range tools.Tools {
+		if tl.Name == "hint_send" && !strings.Contains(tl.Description, "GLOBAL") {
+			t.Errorf("hint_send does not say it queues a global hint: %s", tl.Description)
+		}
+	}
+	if init := anon.InitializeResult(); init == nil || !strings.Contains(init.Instructions, "global hint") || strings.Contains(init.Instructions, "outside the chat history") {
+		t.Errorf("instructions: %+v", init)
+	}
+	toolJSON(t, anon, "hint_send", map[string]any{"text": "for anyone"}, &sent)
+	if sent.SessionID != "" {
+		t.Fatalf("without a session: %+v", sent)
 	}
 }
 
@@ -189,7 +248,7 @@ func TestMCPLocusTools(t *testing.T) {
 
 	anon := mcpSession(t, env)
 	res = callTool(t, anon, "pet_locus_wait", map[string]any{"deliveryId": "d1"})
-	if !res.IsError || !strings.Contains(toolText(res), "without --session") {
+	if !res.IsError || !strings.Contains(toolText(res), "does not know the calling session") {
 		t.Fatalf("wait without a session: error=%v %q", res.IsError, toolText(res))
 	}
 }

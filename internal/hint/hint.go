@@ -1,6 +1,7 @@
 // Package hint owns the hint queue: a side channel through which a person drops a line while an
-// agent task runs, and the agent sees it at its next step, exactly once, without it entering the
-// chat history (spec: hint.md).
+// agent task runs, and the agent sees it at its next step, exactly once (spec: hint.md). Whether
+// it then stays in the chat history is the delivery path's doing: hosts keep what hooks inject
+// (docs/hints.md, "What each host does with a hint").
 //
 // The queue lives in the portable store (internal/store): hint/<id> holds each hint,
 // hint-lease/<take id> each open take, and hint-meta/revision the revision counter. Every

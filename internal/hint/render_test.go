@@ -20,7 +20,7 @@ func TestRender(t *testing.T) {
 	}{
 		{name: "none", m: en, want: ""},
 		{name: "zh-spec-shape", m: zh, hints: []Hint{h("先跑测试")},
-			want: "📌 旁路提示（用户在任务执行过程中插入，不占对话历史，仅本条可见）\n" +
+			want: "📌 旁路提示（用户在任务执行过程中插入）\n" +
 				"请在本步参考下面的要求，然后继续原来的任务；不要停下来等待确认，也不要把它当作新的用户回合。\n" +
 				"1. 先跑测试"},
 		{name: "en-numbered", m: en, hints: []Hint{h("run the tests"), h("skip docs")},

@@ -1,6 +1,10 @@
 package hint
 
-import "context"
+import (
+	"context"
+	"strings"
+	"unicode/utf8"
+)
 
 // The model-side tools. They take the calling session from the transport (the hook or MCP
 // adapter knows which session is calling) and the arguments from the model.
@@ -25,6 +29,10 @@ type SendResult struct {
 	Evicted bool `json:"evicted"`
 	// Dropped are the ids of the evicted hints.
 	Dropped []string `json:"dropped"`
+	// Truncated tells whether the text was cut to the queue's limit (MaxContentChars code
+	// points); Chars is the length kept, in code points.
+	Truncated bool `json:"truncated"`
+	Chars     int  `json:"chars"`
 }
 
 // HintSend is the hint_send tool: deliver a hint to a session, by default the caller's own.
@@ -37,8 +45,10 @@ func (q *Queue) HintSend(ctx context.Context, caller string, args SendArgs) (Sen
 	if err != nil {
 		return SendResult{}, err
 	}
+	kept := utf8.RuneCountInString(r.Hint.Text)
 	out := SendResult{OK: true, HintID: r.Hint.ID, SessionID: target, Running: r.Running,
-		Evicted: len(r.Dropped) > 0, Dropped: []string{}}
+		Evicted: len(r.Dropped) > 0, Dropped: []string{}, Chars: kept,
+		Truncated: utf8.RuneCountInString(strings.TrimSpace(strings.ToValidUTF8(args.Text, "\uFFFD"))) > kept}
 	for _, d := range r.Dropped {
 		out.Dropped = append(out.Dropped, d.ID)
 	}

@@ -49,6 +49,25 @@ func TestHintSend(t *testing.T) {
 	}
 }
 
+// hint_send reports a cut at the limit instead of cutting silently; the edge is exact.
+func TestHintSendReportsTruncation(t *testing.T) {
+	ctx := context.Background()
+	q, _ := newQueue(t, Config{MaxContentChars: 5})
+	for _, tc := range []struct {
+		text      string
+		truncated bool
+		chars     int
+	}{{"héllo", false, 5}, {"  héllo  ", false, 5}, {"héllo!", true, 5}, {"ab", false, 2}} {
+		r, err := q.HintSend(ctx, "", SendArgs{Text: tc.text})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Truncated != tc.truncated || r.Chars != tc.chars {
+			t.Errorf("%q: truncated %v chars %d", tc.text, r.Truncated, r.Chars)
+		}
+	}
+}
+
 func TestHintStatus(t *testing.T) {
 	ctx := context.Background()
 	q, _ := newQueue(t, Config{})

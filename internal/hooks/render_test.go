@@ -13,7 +13,7 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
 
-const testHints = "📌 Side hint (dropped in by the user while the task runs; not part of the chat history, visible in this step only)\nTake the request below into account in this step, then continue the original task.\n1. use the staging database"
+const testHints = "📌 Side hint (inserted by the user while the task is running)\nTake the request below into account in this step, then continue the original task.\n1. use the staging database"
 
 // renderCases are the golden cases: each hook event with each action the point can apply.
 var renderCases = []struct {

@@ -34,7 +34,7 @@ func TestLookup(t *testing.T) {
 	}{
 		{name: "empty-means-english", tag: "", header: "📌 Side hint"},
 		{name: "english", tag: "en", header: "📌 Side hint"},
-		{name: "chinese-is-the-spec-wording", tag: "zh", header: "📌 旁路提示（用户在任务执行过程中插入，不占对话历史，仅本条可见）"},
+		{name: "chinese", tag: "zh", header: "📌 旁路提示（用户在任务执行过程中插入）"},
 		{name: "unknown", tag: "fr", wantErr: true},
 	}
 	for _, tc := range tests {
