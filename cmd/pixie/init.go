@@ -11,9 +11,9 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/pixie-dev/pixie/internal/agentskill"
 	"github.com/pixie-dev/pixie/internal/config"
@@ -32,10 +32,18 @@ pixie hook claude with --command) and the MCP server entry for .mcp.json (pixie 
 pixie-gate-guide into .claude/skills/. With --user it targets ~/.claude/settings.json and
 ~/.claude/skills instead, and prints the claude mcp add command for the user scope.
 
-codex: prints the Codex hooks (command hooks, for .codex/hooks.json) and the MCP entry for
-config.toml. With --write it merges the hooks into .codex/hooks.json (--user: ~/.codex/hooks.json)
-and installs the agent skill into .agents/skills/ (--user: ~/.agents/skills/); add the printed
-[mcp_servers.pixie] table to config.toml yourself.`
+codex: prints the Codex hooks (command hooks running pixie hook codex, for .codex/hooks.json) and
+the MCP table for config.toml. With --write it merges the hooks into .codex/hooks.json (--user:
+~/.codex/hooks.json), writes the MCP table into .codex/config.toml through codex app-server when
+the codex command is found (else prints it), and installs the agent skill into .agents/skills/.
+Codex runs a project's hooks only when the project is trusted and each hook's trust is recorded;
+codex exec skips untrusted hooks without a word. --trust records both, as Codex's own hook review
+does (through codex app-server).
+
+Every hook and MCP entry carries this binary's absolute path, the server URL and the Pixie home,
+so they reach the server init was pointed at whatever the agent's environment. init asks that
+server whether the preset exists and has gates, and warns when it does not (or cannot be asked).
+pixie doctor checks the result end to end.`
 
 // hookEvents are the Claude Code events Pixie handles, in the order they are written.
 var hookEvents = []string{hooks.EventUserPromptSubmit, hooks.EventPreToolUse, hooks.EventPostToolUse, hooks.EventStop, hooks.EventSubagentStop}
@@ -47,9 +55,11 @@ const hookTimeoutSeconds = 90
 // initOptions are what the settings are built from.
 type initOptions struct {
 	serverURL string // http://127.0.0.1:7777
+	home      string // the Pixie home (its token file)
 	preset    string
 	command   bool   // command hooks instead of http hooks
-	pixie     string // how to invoke the pixie binary
+	pixie     string // the pixie binary's absolute path
+	host      string // "claude" or "codex": the adapter the command hooks run
 }
 
 // runInit runs `pixie init …` (the tests' entry point).
@@ -59,7 +69,7 @@ func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // initArgs are the flags of `pixie init`.
 type initArgs struct {
-	write, user, command                       bool
+	write, user, command, trust                bool
 	preset, project, skillDir, serverURL, home string
 }
 
@@ -73,28 +83,39 @@ func initFlags(fs *flag.FlagSet) runFunc {
 	fs.StringVar(&f.skillDir, "skill-dir", "", "the skills folder the agent skill goes into (default hooks.skillDir, else .claude/skills)")
 	fs.StringVar(&f.serverURL, "url", "", "the Pixie server URL (default $PIXIE_SERVER_URL, else http://<addr> from the configuration)")
 	fs.StringVar(&f.home, "home", "", "Pixie home (default $PIXIE_HOME, else ~/.pixie)")
-	return func(_ context.Context, io cmdIO, pos []string) error {
+	fs.BoolVar(&f.trust, "trust", false, "codex, with --write: record Codex's trust for the project and for Pixie's hooks (through codex app-server)")
+	return func(ctx context.Context, io cmdIO, pos []string) error {
 		if pos[0] != "claude" && pos[0] != "codex" {
 			return usagef("the agent host is `claude` (Claude Code) or `codex`, not %q", pos[0])
 		}
-		if code := initRun(pos[0], *f, io.stdout, io.stderr); code != 0 {
+		if f.trust && (pos[0] != "codex" || !f.write) {
+			return usagef("--trust is for pixie init codex --write")
+		}
+		if code := initRun(ctx, pos[0], *f, io.stdout, io.stderr); code != 0 {
 			return exitCode(code)
 		}
 		return nil
 	}
 }
 
-func initRun(host string, f initArgs, stdout, stderr io.Writer) int {
+func initRun(ctx context.Context, host string, f initArgs, stdout, stderr io.Writer) int {
 	codex := host == "codex"
 	h, err := config.ResolveHome(f.home, os.Getenv)
 	if err != nil {
+		return failTo(stderr, err)
+	}
+	if h, err = filepath.Abs(h); err != nil {
 		return failTo(stderr, err)
 	}
 	cfg, err := config.Load(h, os.Getenv, os.Environ(), nil)
 	if err != nil {
 		return failTo(stderr, err)
 	}
-	o := initOptions{serverURL: f.serverURL, preset: f.preset, command: f.command || codex, pixie: pixieCommand()}
+	self, err := pixieExecutable()
+	if err != nil {
+		return failTo(stderr, err)
+	}
+	o := initOptions{serverURL: f.serverURL, home: h, preset: f.preset, command: f.command || codex, pixie: self, host: host}
 	if o.serverURL == "" {
 		o.serverURL = os.Getenv("PIXIE_SERVER_URL")
 	}
@@ -114,9 +135,11 @@ func initRun(host string, f initArgs, stdout, stderr io.Writer) int {
 
 	settings := claudeHooks(o)
 	mcpEntry := mcpServerEntry(o)
+	warnPreset(ctx, stderr, o)
 	if !f.write {
 		if codex {
 			printCodex(stdout, o, settings)
+			printCodexTrust(stdout, false)
 		} else {
 			printInit(stdout, o, settings, mcpEntry, f.user, filepath.Join(h, "token"))
 		}
@@ -153,17 +176,26 @@ func initRun(host string, f initArgs, stdout, stderr io.Writer) int {
 	settingsPath := filepath.Join(claudeDir, "settings.json")
 	if codex {
 		settingsPath = filepath.Join(root, ".codex", "hooks.json")
+		if ch := os.Getenv("CODEX_HOME"); f.user && ch != "" {
+			settingsPath = filepath.Join(ch, "hooks.json")
+		}
 	}
 	if err := mergeJSONFile(settingsPath, func(m map[string]any) error { return mergeHooks(m, settings) }); err != nil {
 		return failTo(stderr, err)
 	}
 	fmt.Fprintln(stdout, "wrote the Pixie hooks into", settingsPath)
 	switch {
+	case codex && f.user:
+		fmt.Fprintf(stdout, "add the MCP server to Codex's config.toml (~/.codex/config.toml):\n%s", codexMCP(o))
 	case codex:
-		fmt.Fprintf(stdout, "add the MCP server to Codex's config.toml:\n%s", codexMCP(o))
+		file := filepath.Join(base, ".codex", "config.toml")
+		if err := writeCodexMCP(file, codexMCP(o)); err != nil {
+			return failTo(stderr, err)
+		}
+		fmt.Fprintln(stdout, "wrote the pixie MCP server into", file, "(Codex loads it once the project is trusted)")
 	case f.user:
 		fmt.Fprintln(stdout, "add the MCP server for every project with:")
-		fmt.Fprintf(stdout, "  claude mcp add --scope user pixie -e PIXIE_SERVER_URL=%s -- %s mcp\n", o.serverURL, o.pixie)
+		fmt.Fprintf(stdout, "  %s\n", claudeMCPAdd(o))
 	default:
 		mcpPath := filepath.Join(base, ".mcp.json")
 		if err := mergeJSONFile(mcpPath, func(m map[string]any) error { return mergeMCP(m, mcpEntry) }); err != nil {
@@ -181,11 +213,96 @@ func initRun(host string, f initArgs, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "installed the agent skill into %s (written %d, updated %d, unchanged %d, kept as you edited them: %s)\n",
 		dir, len(rep.Written), len(rep.Updated), len(rep.Unchanged), listOrNone(rep.Kept))
+	if codex {
+		trusted := false
+		if f.trust {
+			hs, err := codexTrust(ctx, base, settingsPath, !f.user)
+			if err != nil {
+				printCodexTrust(stdout, false)
+				return failTo(stderr, fmt.Errorf("Codex's trust was not recorded: %w", err))
+			} else {
+				trusted = true
+				fmt.Fprintf(stdout, "recorded Codex's trust for %d Pixie hooks%s (in Codex's config.toml, as its hook review does)\n", len(hs), map[bool]string{true: "", false: " and for the project " + base}[f.user])
+			}
+		}
+		printCodexTrust(stdout, trusted)
+	}
 	if !o.command {
 		fmt.Fprintln(stdout, "the http hooks send $PIXIE_TOKEN: start Claude Code with it set, for example")
 		fmt.Fprintf(stdout, "  export PIXIE_TOKEN=\"$(cat %s)\"\n", filepath.Join(h, "token"))
 	}
+	fmt.Fprintln(stdout, "check the whole set-up with: pixie doctor --dir", shellQuote(base))
 	return 0
+}
+
+// printCodexTrust explains Codex's trust: without it the hooks init wrote do not run.
+func printCodexTrust(w io.Writer, trusted bool) {
+	if trusted {
+		fmt.Fprintln(w, "# Codex: changing these hooks (another preset or URL) makes them untrusted again: run init with --trust again.")
+		return
+	}
+	fmt.Fprint(w, `# Codex runs a project's hooks only when the project is trusted AND each hook's trust is
+# recorded (hooks.state."<file>:<event>:<group>:<handler>".trusted_hash in its config.toml).
+# Until then codex exec skips the hooks WITHOUT A WORD: tool calls run ungated. Record the trust:
+#   pixie init codex --write --trust    (through codex app-server, as Codex's hook review does)
+#   or open the codex TUI in the project and review the hooks it offers.
+# A changed hook (another preset or URL) is untrusted again. pixie doctor checks it.
+`)
+}
+
+// warnPreset asks the server whether the preset exists and has enabled gates, and warns when
+// it does not, or when the server cannot be asked (the hooks would then say so at every step).
+func warnPreset(ctx context.Context, w io.Writer, o initOptions) {
+	msg, err := presetProblem(ctx, o.serverURL, o.home, o.preset)
+	switch {
+	case err != nil:
+		fmt.Fprintf(w, "pixie init: warning: could not check the preset %q: %v\n", o.preset, err)
+	case msg != "":
+		fmt.Fprintln(w, "pixie init: warning:", msg)
+	}
+}
+
+// presetProblem describes what is wrong with the preset on the server ("" when it exists and
+// has an enabled gate); err is set when the server cannot be asked.
+func presetProblem(ctx context.Context, serverURL, home, preset string) (string, error) {
+	c, err := newClient(clientFlags{url: serverURL, home: home})
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var set struct {
+		Gates []struct {
+			Name    string `json:"name"`
+			Enabled bool   `json:"enabled"`
+		} `json:"gates"`
+		Presets []struct {
+			Name  string `json:"name"`
+			Gates []struct {
+				Gate    string `json:"gate"`
+				Enabled bool   `json:"enabled"`
+			} `json:"gates"`
+		} `json:"presets"`
+	}
+	if err := c.do(ctx, "GET", "/v1/gates", nil, &set); err != nil {
+		return "", err
+	}
+	enabled := map[string]bool{}
+	for _, g := range set.Gates {
+		enabled[g.Name] = g.Enabled
+	}
+	for _, p := range set.Presets {
+		if p.Name != preset {
+			continue
+		}
+		for _, a := range p.Gates {
+			if a.Enabled && enabled[a.Gate] {
+				return "", nil
+			}
+		}
+		return fmt.Sprintf("the preset %q on %s has no enabled gate, so the hooks check nothing yet: attach one (pixie gate apply -f gates.yaml)", preset, serverURL), nil
+	}
+	return fmt.Sprintf("the preset %q does not exist on %s, so the hooks check nothing (and say so at every step): create it (pixie gate apply -f gates.yaml), or pass --preset with an existing one", preset, serverURL), nil
 }
 
 func listOrNone(s []string) string {
@@ -195,22 +312,17 @@ func listOrNone(s []string) string {
 	return strings.Join(s, ", ")
 }
 
-// pixieCommand is how settings invoke this binary: "pixie" when that is what PATH finds,
-// otherwise its absolute path.
-func pixieCommand() string {
+// pixieExecutable is this binary's absolute path with symlinks resolved: what every hook and
+// MCP entry runs, so they do not depend on the agent's PATH.
+func pixieExecutable() (string, error) {
 	self, err := os.Executable()
 	if err != nil {
-		return "pixie"
+		return "", fmt.Errorf("cannot find this binary's path: %w", err)
 	}
 	if self, err = filepath.EvalSymlinks(self); err != nil {
-		return "pixie"
+		return "", fmt.Errorf("cannot resolve this binary's path: %w", err)
 	}
-	if p, err := exec.LookPath("pixie"); err == nil {
-		if p, err = filepath.EvalSymlinks(p); err == nil && p == self {
-			return "pixie"
-		}
-	}
-	return self
+	return filepath.Abs(self)
 }
 
 // claudeHooks builds the "hooks" object of Claude Code's settings.
@@ -221,7 +333,7 @@ func claudeHooks(o initOptions) map[string]any {
 		if o.command {
 			h = map[string]any{
 				"type":    "command",
-				"command": fmt.Sprintf("%s hook claude --preset %s --timeout %ds", shellQuote(o.pixie), o.preset, hookTimeoutSeconds-5),
+				"command": hookCommand(o),
 				"timeout": hookTimeoutSeconds,
 			}
 		} else {
@@ -242,14 +354,38 @@ func claudeHooks(o initOptions) map[string]any {
 	return out
 }
 
+// hookCommand is the command hook: the adapter for the host with the preset, the server URL
+// and the home (its token file), so it reaches the server init was pointed at whatever the
+// agent's environment holds.
+func hookCommand(o initOptions) string {
+	host := o.host
+	if host == "" {
+		host = "claude"
+	}
+	return fmt.Sprintf("%s hook %s --preset %s --url %s --home %s --timeout %ds", shellQuote(o.pixie), host,
+		shellQuote(o.preset), shellQuote(o.serverURL), shellQuote(o.home), hookTimeoutSeconds-5)
+}
+
+// mcpEnv is the MCP server's environment: Codex hands MCP servers only a default environment
+// plus this table, so the server URL and the home (its token file) go in it.
+func mcpEnv(o initOptions) map[string]any {
+	return map[string]any{"PIXIE_SERVER_URL": o.serverURL, "PIXIE_HOME": o.home}
+}
+
 // mcpServerEntry is the pixie entry of .mcp.json's mcpServers.
 func mcpServerEntry(o initOptions) map[string]any {
 	return map[string]any{
 		"type":    "stdio",
 		"command": o.pixie,
 		"args":    []any{"mcp"},
-		"env":     map[string]any{"PIXIE_SERVER_URL": o.serverURL},
+		"env":     mcpEnv(o),
 	}
+}
+
+// claudeMCPAdd is the claude mcp add command for the user scope.
+func claudeMCPAdd(o initOptions) string {
+	return fmt.Sprintf("claude mcp add --scope user pixie -e PIXIE_SERVER_URL=%s -e PIXIE_HOME=%s -- %s mcp",
+		shellQuote(o.serverURL), shellQuote(o.home), shellQuote(o.pixie))
 }
 
 func shellQuote(s string) string {
@@ -271,7 +407,12 @@ func isPixieHook(h any) bool {
 		return true
 	}
 	c, _ := m["command"].(string)
-	return strings.Contains(c, " hook claude")
+	return isPixieCommand(c)
+}
+
+// isPixieCommand reports whether a hook command runs Pixie's adapter.
+func isPixieCommand(c string) bool {
+	return strings.Contains(c, " hook claude") || strings.Contains(c, " hook codex")
 }
 
 // mergeHooks puts Pixie's hooks into settings: for each event, Pixie's handlers already there
@@ -409,7 +550,7 @@ func printInit(w io.Writer, o initOptions, settings, mcpEntry map[string]any, us
 	s, _ := marshalIndent(map[string]any{"hooks": settings})
 	fmt.Fprintf(w, "# %s: the Pixie hooks (merge into \"hooks\"; pixie init claude --write does it)\n%s\n", where, s)
 	if user {
-		fmt.Fprintf(w, "# the MCP server, for every project:\nclaude mcp add --scope user pixie -e PIXIE_SERVER_URL=%s -- %s mcp\n", o.serverURL, o.pixie)
+		fmt.Fprintf(w, "# the MCP server, for every project:\n%s\n", claudeMCPAdd(o))
 	} else {
 		m, _ := marshalIndent(map[string]any{"mcpServers": map[string]any{"pixie": mcpEntry}})
 		fmt.Fprintf(w, "# .mcp.json: the Pixie MCP server (hint_send, hint_status, judge)\n%s\n", m)
@@ -423,11 +564,11 @@ func printInit(w io.Writer, o initOptions, settings, mcpEntry map[string]any, us
 // codexMCP is the config.toml table of the MCP server for Codex.
 func codexMCP(o initOptions) string {
 	q := func(v string) string { b, _ := json.Marshal(v); return string(b) } // a TOML basic string
-	return fmt.Sprintf("[mcp_servers.pixie]\ncommand = %s\nargs = [\"mcp\"]\nenv = { PIXIE_SERVER_URL = %s }\n", q(o.pixie), q(o.serverURL))
+	return fmt.Sprintf("[mcp_servers.pixie]\ncommand = %s\nargs = [\"mcp\"]\nenv = { PIXIE_SERVER_URL = %s, PIXIE_HOME = %s }\n", q(o.pixie), q(o.serverURL), q(o.home))
 }
 
 func printCodex(w io.Writer, o initOptions, settings map[string]any) {
 	s, _ := marshalIndent(map[string]any{"hooks": settings})
 	fmt.Fprintf(w, "# .codex/hooks.json: the Pixie hooks (pixie init codex --write merges them)\n%s\n", s)
-	fmt.Fprintf(w, "# config.toml: the Pixie MCP server (hint_send, hint_status, judge)\n%s", codexMCP(o))
+	fmt.Fprintf(w, "# .codex/config.toml: the Pixie MCP server (hint_send, hint_status, judge)\n%s", codexMCP(o))
 }

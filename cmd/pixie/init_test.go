@@ -142,7 +142,8 @@ func TestInitClaudeWrite(t *testing.T) {
 		t.Fatalf("mcpServers: %s", mustJSON(servers))
 	}
 	px := servers["pixie"].(map[string]any)
-	if args := px["args"].([]any); len(args) != 1 || args[0] != "mcp" || px["env"].(map[string]any)["PIXIE_SERVER_URL"] != "http://127.0.0.1:9999" {
+	if args := px["args"].([]any); len(args) != 1 || args[0] != "mcp" || px["env"].(map[string]any)["PIXIE_SERVER_URL"] != "http://127.0.0.1:9999" ||
+		px["env"].(map[string]any)["PIXIE_HOME"] != home || px["command"] != testutil.PixieBinary(t) {
 		t.Errorf("pixie MCP entry: %s", mustJSON(px))
 	}
 	// The skill is installed, and recorded for updates at server start.
@@ -173,7 +174,7 @@ func TestInitClaudeUser(t *testing.T) {
 	}
 	var settings map[string]any
 	readJSON(t, filepath.Join(userHome, ".claude", "settings.json"), &settings)
-	if !strings.Contains(mustJSON(settings), "hook claude --preset default") {
+	if !strings.Contains(mustJSON(settings), " hook claude --preset default --url ") || !strings.Contains(mustJSON(settings), "--home "+shellQuote(env[0][len("PIXIE_HOME="):])) {
 		t.Errorf("user settings: %s", mustJSON(settings))
 	}
 	if _, err := os.Stat(filepath.Join(userHome, ".claude", "skills", agentskill.Name, "SKILL.md")); err != nil {
@@ -208,19 +209,42 @@ func mustJSON(v any) string {
 
 func TestInitCodexWrite(t *testing.T) {
 	proj := t.TempDir()
-	env := []string{"PIXIE_HOME=" + filepath.Join(t.TempDir(), "ph"), "HOME=" + t.TempDir()}
-	out, code := runInitIn(t, proj, env, "init", "codex", "--write", "--preset", "review")
-	if code != 0 || !strings.Contains(out, "[mcp_servers.pixie]") || !strings.Contains(out, `args = ["mcp"]`) {
+	ph := filepath.Join(t.TempDir(), "ph")
+	env := []string{"PIXIE_HOME=" + ph, "HOME=" + t.TempDir()}
+	// An existing project config: its other tables survive, an old pixie table is replaced.
+	if err := os.MkdirAll(filepath.Join(proj, ".codex"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	existing := "model = \"o3\"\n\n[mcp_servers.pixie]\ncommand = \"old\"\n\n[mcp_servers.pixie.env]\nX = \"1\"\n\n[mcp_servers.other]\ncommand = \"other\"\n"
+	if err := os.WriteFile(filepath.Join(proj, ".codex", "config.toml"), []byte(existing), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code := runInitIn(t, proj, env, "init", "codex", "--write", "--preset", "review", "--url", "http://127.0.0.1:9")
+	if code != 0 || !strings.Contains(out, "WITHOUT A WORD") || !strings.Contains(out, "--trust") {
 		t.Fatalf("%d\n%s", code, out)
+	}
+	// The server cannot be asked about the preset: init says so.
+	if !strings.Contains(out, `warning: could not check the preset "review"`) {
+		t.Errorf("no preset warning:\n%s", out)
 	}
 	var doc map[string]any
 	readJSON(t, filepath.Join(proj, ".codex", "hooks.json"), &doc)
 	hs := doc["hooks"].(map[string]any)
+	bin := testutil.PixieBinary(t)
 	for _, ev := range hookEvents {
 		h := hs[ev].([]any)[0].(map[string]any)["hooks"].([]any)[0].(map[string]any)
-		if h["type"] != "command" || !strings.HasSuffix(h["command"].(string), "hook claude --preset review --timeout 85s") {
-			t.Errorf("%s: %s", ev, mustJSON(h))
+		want := bin + " hook codex --preset review --url 'http://127.0.0.1:9' --home " + ph + " --timeout 85s"
+		if h["type"] != "command" || h["command"] != want {
+			t.Errorf("%s: %s\nwant %s", ev, mustJSON(h), want)
 		}
+	}
+	raw, err := os.ReadFile(filepath.Join(proj, ".codex", "config.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "model = \"o3\"\n\n[mcp_servers.pixie]\ncommand = \"" + bin + "\"\nargs = [\"mcp\"]\nenv = { PIXIE_SERVER_URL = \"http://127.0.0.1:9\", PIXIE_HOME = \"" + ph + "\" }\n[mcp_servers.other]\ncommand = \"other\"\n"
+	if string(raw) != want {
+		t.Errorf("config.toml:\n%s\nwant\n%s", raw, want)
 	}
 	if _, err := os.Stat(filepath.Join(proj, ".agents", "skills", agentskill.Name, "SKILL.md")); err != nil {
 		t.Error(err)
@@ -228,6 +252,64 @@ func TestInitCodexWrite(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(proj, ".claude")); !os.IsNotExist(err) {
 		t.Error("init codex wrote Claude Code files")
 	}
+	if _, code := runInitIn(t, proj, env, "init", "claude", "--trust"); code != 2 {
+		t.Errorf("--trust for claude: exit %d", code)
+	}
+}
+
+func TestWriteCodexMCP(t *testing.T) {
+	table := "[mcp_servers.pixie]\ncommand = \"p\"\n"
+	for _, tt := range []struct{ name, in, want string }{
+		{"new file", "", table},
+		{"append", "model = \"o3\"\n", "model = \"o3\"\n\n" + table},
+		{"replace at its place", "[a]\nx = 1\n[mcp_servers.pixie]\ncommand = \"old\"\n[b]\ny = 2\n", "[a]\nx = 1\n" + table + "[b]\ny = 2\n"},
+		{"sub-tables go too", "[mcp_servers.pixie] # old\ncommand = \"old\"\n[mcp_servers.pixie.env]\nA = \"1\"\n", table},
+		{"a similar name stays", "[mcp_servers.pixie2]\ncommand = \"x\"\n", "[mcp_servers.pixie2]\ncommand = \"x\"\n\n" + table},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "config.toml")
+			if tt.in != "" {
+				if err := os.WriteFile(path, []byte(tt.in), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := writeCodexMCP(path, table); err != nil {
+				t.Fatal(err)
+			}
+			if got, _ := os.ReadFile(path); string(got) != tt.want {
+				t.Errorf("got\n%q\nwant\n%q", got, tt.want)
+			}
+		})
+	}
+}
+
+// init asks the server it was pointed at whether the preset exists and has gates.
+func TestInitWarnsAboutThePreset(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "home")
+	p := testutil.StartServer(t, home, nil)
+	defer p.Stop(t)
+	env := []string{"PIXIE_HOME=" + home, "HOME=" + t.TempDir()}
+	out, code := runInitIn(t, t.TempDir(), env, "init", "claude", "--url", p.URL)
+	if code != 0 || !strings.Contains(out, `the preset "default" does not exist on `+p.URL) {
+		t.Fatalf("%d\n%s", code, out)
+	}
+	r := runIn(t, t.TempDir(), append(hookEnv(), env...), "gate", "apply", "-f", writeGatesFile(t, "presets:\n  - name: empty\n    gates: []\n"), "--url", p.URL)
+	if r.code != 0 {
+		t.Fatalf("gate apply: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	out, _ = runInitIn(t, t.TempDir(), env, "init", "claude", "--url", p.URL, "--preset", "empty")
+	if !strings.Contains(out, `the preset "empty" on `+p.URL+` has no enabled gate`) {
+		t.Fatalf("empty preset:\n%s", out)
+	}
+}
+
+func writeGatesFile(t *testing.T, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "gates.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // TestServeRefreshesInstalledSkill: `pixie serve` reinstalls the skills `pixie init --write`
