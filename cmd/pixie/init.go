@@ -253,21 +253,21 @@ func printCodexTrust(w io.Writer, trusted bool) {
 // warnPreset asks the server whether the preset exists and has enabled gates, and warns when
 // it does not, or when the server cannot be asked (the hooks would then say so at every step).
 func warnPreset(ctx context.Context, w io.Writer, o initOptions) {
-	msg, err := presetProblem(ctx, o.serverURL, o.home, o.preset)
+	msg, fix, err := presetProblem(ctx, o.serverURL, o.home, o.preset)
 	switch {
 	case err != nil:
 		fmt.Fprintf(w, "pixie init: warning: could not check the preset %q: %v\n", o.preset, err)
 	case msg != "":
-		fmt.Fprintln(w, "pixie init: warning:", msg)
+		fmt.Fprintf(w, "pixie init: warning: %s: %s\n", msg, fix)
 	}
 }
 
-// presetProblem describes what is wrong with the preset on the server ("" when it exists and
-// has an enabled gate); err is set when the server cannot be asked.
-func presetProblem(ctx context.Context, serverURL, home, preset string) (string, error) {
+// presetProblem describes what is wrong with the preset on the server, and its fix ("" when
+// it exists and has an enabled gate); err is set when the server cannot be asked.
+func presetProblem(ctx context.Context, serverURL, home, preset string) (problem, fix string, err error) {
 	c, err := newClient(clientFlags{url: serverURL, home: home})
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -285,7 +285,7 @@ func presetProblem(ctx context.Context, serverURL, home, preset string) (string,
 		} `json:"presets"`
 	}
 	if err := c.do(ctx, "GET", "/v1/gates", nil, &set); err != nil {
-		return "", err
+		return "", "", err
 	}
 	enabled := map[string]bool{}
 	for _, g := range set.Gates {
@@ -297,12 +297,14 @@ func presetProblem(ctx context.Context, serverURL, home, preset string) (string,
 		}
 		for _, a := range p.Gates {
 			if a.Enabled && enabled[a.Gate] {
-				return "", nil
+				return "", "", nil
 			}
 		}
-		return fmt.Sprintf("the preset %q on %s has no enabled gate, so the hooks check nothing yet: attach one (pixie gate apply -f gates.yaml)", preset, serverURL), nil
+		return fmt.Sprintf("the preset %q on %s has no enabled gate, so the hooks check nothing yet", preset, serverURL),
+			"attach a gate to it (pixie gate apply -f gates.yaml)", nil
 	}
-	return fmt.Sprintf("the preset %q does not exist on %s, so the hooks check nothing (and say so at every step): create it (pixie gate apply -f gates.yaml), or pass --preset with an existing one", preset, serverURL), nil
+	return fmt.Sprintf("the preset %q does not exist on %s, so the hooks check nothing (and say so at every step)", preset, serverURL),
+		"create it (pixie gate apply -f gates.yaml), or point the hooks at an existing one (pixie init … --preset P)", nil
 }
 
 func listOrNone(s []string) string {
