@@ -13,7 +13,7 @@ import (
 )
 
 func TestMergeHooks(t *testing.T) {
-	o := initOptions{serverURL: "http://127.0.0.1:7777", preset: "default", pixie: "pixie"}
+	o := initOptions{serverURL: "http://127.0.0.1:7777", home: "/h", preset: "default", pixie: "pixie"}
 	settings := map[string]any{
 		"permissions": map[string]any{"allow": []any{"Bash(go test:*)"}},
 		"hooks": map[string]any{
@@ -41,7 +41,7 @@ func TestMergeHooks(t *testing.T) {
 	}
 	ours := pre[1].(map[string]any)
 	h := ours["hooks"].([]any)[0].(map[string]any)
-	if ours["matcher"] != "*" || h["type"] != "command" || h["command"] != "pixie hook claude --preset strict --timeout 85s" {
+	if ours["matcher"] != "*" || h["type"] != "command" || h["command"] != "pixie hook claude --preset strict --url 'http://127.0.0.1:7777' --home /h --timeout 85s" {
 		t.Errorf("Pixie's PreToolUse hook: %v", ours)
 	}
 	for _, ev := range hookEvents {
