@@ -204,7 +204,27 @@ func gateList(ctx context.Context, c *apiClient, w io.Writer, asJSON bool) error
 		return err
 	}
 	fmt.Fprintf(w, "revision %d\n", set.Revision)
+	warnDefaultPreset(ctx, c, w, set)
 	return nil
+}
+
+// warnDefaultPreset says when no preset has the name hooks use when they name none: their
+// sessions would run no gate, silently.
+func warnDefaultPreset(ctx context.Context, c *apiClient, w io.Writer, set gate.Set) {
+	var info struct {
+		Hooks struct {
+			DefaultPreset string `json:"defaultPreset"`
+		} `json:"hooks"`
+	}
+	if err := c.do(ctx, http.MethodGet, "/v1/info", nil, &info); err != nil || info.Hooks.DefaultPreset == "" {
+		return
+	}
+	for _, p := range set.Presets {
+		if p.Name == info.Hooks.DefaultPreset {
+			return
+		}
+	}
+	fmt.Fprintf(w, "warning: no preset is called %q: hooks that name no preset use it (hooks.defaultPreset), so their sessions run no gates; add it to your gates file, or set the hooks' preset with pixie init claude --preset NAME\n", info.Hooks.DefaultPreset)
 }
 
 func gateShow(ctx context.Context, c *apiClient, w io.Writer, name string, asJSON bool) error {
@@ -278,6 +298,7 @@ func gateApply(ctx context.Context, c *apiClient, stdin io.Reader, w io.Writer, 
 		return withLines(err, raw, name, len(want.Gates), len(want.Presets))
 	}
 	fmt.Fprintf(w, "saved: %s; %d gate(s) and %d preset(s), revision %d\n", summary, len(out.Gates), len(out.Presets), out.Revision)
+	warnDefaultPreset(ctx, c, w, out)
 	return nil
 }
 

@@ -51,6 +51,8 @@ func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *stor
 		"home":     cfg.Home,
 		"addr":     cfg.Addr,
 		"instance": node.Self(),
+		// Studio and the CLI warn when no preset has this name (hooks that name none use it).
+		"hooks": map[string]any{"defaultPreset": cfg.Hooks.DefaultPreset},
 	}
 	a.info = info
 	// Rules run through one dispatcher: legacy scripts under the Landlock sandbox, WASM modules

@@ -32,8 +32,10 @@ export async function api(method, path, body, opts = {}) {
   try {
     resp = await fetch(path, init);
   } catch (e) {
-    throw new ApiError(0, 'network', 'Cannot reach the Pixie server.');
+    connection.lost();
+    throw new ApiError(0, 'network', `Cannot reach the Pixie server at ${location.origin}.`);
   }
+  connection.ok(true);
   const text = await resp.text();
   let data = null;
   try { data = text ? JSON.parse(text) : null; } catch { data = null; }
@@ -77,6 +79,56 @@ export function fieldErrors(err) {
     .map((d) => h('p', { class: 'field-error', role: 'alert' }, d.message));
 }
 
+// connection watches whether the server answers. When a request cannot reach it (the server
+// stopped or restarted), a banner says so and /healthz is polled every 2 s; when the server
+// answers again the banner goes, and a page that could not load (an error or nothing shown)
+// is opened again. A page module that failed to download reloads Studio instead (the browser
+// remembers a failed module import).
+const connection = {
+  down: false,
+  importFailed: false,
+  timer: null,
+  lost() {
+    if (this.down) return;
+    this.down = true;
+    let bar = document.getElementById('offline');
+    if (!bar) {
+      bar = h('div', { id: 'offline', role: 'alert' });
+      document.body.prepend(bar);
+    }
+    const retry = h('button', { type: 'button', class: 'secondary small', onclick: () => this.check() }, 'Retry now');
+    bar.replaceChildren(`Cannot reach the Pixie server at ${location.origin}. Is pixie serve still running? Studio retries every 2 seconds.`, retry);
+    bar.hidden = false;
+    clearInterval(this.timer);
+    this.timer = setInterval(() => this.check(), 2000);
+  },
+  async check() {
+    try {
+      const r = await fetch('/healthz', { cache: 'no-store' });
+      if (r.ok) this.ok(true);
+    } catch { /* still down */ }
+  },
+  ok(recovered) {
+    if (!this.down) return;
+    this.down = false;
+    clearInterval(this.timer);
+    this.timer = null;
+    const bar = document.getElementById('offline');
+    if (bar) bar.hidden = true;
+    if (!recovered) return;
+    if (this.importFailed) { location.reload(); return; }
+    toast('Connected to the Pixie server again.');
+    const view = document.querySelector('#main .view');
+    if (!view || !view.childElementCount || view.querySelector('.error[role=alert]') || view.innerText.trim() === 'Loading…') route();
+  },
+};
+
+// A quiet heartbeat notices a server that went away while the page sits idle.
+setInterval(() => {
+  if (connection.down || document.hidden) return;
+  fetch('/healthz', { cache: 'no-store' }).catch(() => connection.lost());
+}, 10000);
+
 export function toast(text) {
   const t = h('div', { class: 'toast' }, text);
   document.getElementById('toasts').append(t);
@@ -105,7 +157,15 @@ async function route() {
   const load = pages[name] || pages.gates;
   main.replaceChildren(h('p', { class: 'muted' }, 'Loading…'));
   try {
-    const mod = await load();
+    let mod;
+    try {
+      mod = await load();
+    } catch (e) {
+      // The module could not be downloaded: the server is most likely gone.
+      connection.importFailed = true;
+      connection.lost();
+      throw new ApiError(0, 'network', `Cannot reach the Pixie server at ${location.origin} to open this page.`);
+    }
     main.replaceChildren();
     await mod.render(main, { api, h, toast, errorBox, fieldErrors, uid, params: new URLSearchParams(location.hash.split('?')[1] || '') });
   } catch (e) {
@@ -148,8 +208,19 @@ window.addEventListener('hashchange', route);
 (async () => {
   try {
     await api('GET', '/v1/info', undefined, { noLogin: true });
-    await start();
-  } catch {
+  } catch (e) {
+    if (e.status === 0) {
+      // Not a login problem: the server did not answer. Wait for it instead of asking for a
+      // token it cannot check.
+      await new Promise((resolve) => {
+        const t = setInterval(async () => {
+          try { await api('GET', '/v1/info', undefined, { noLogin: true }); clearInterval(t); resolve(true); } catch (x) { if (x.status !== 0) { clearInterval(t); resolve(false); } }
+        }, 2000);
+      }).then((ok) => (ok ? start() : showLogin()));
+      return;
+    }
     showLogin();
+    return;
   }
+  await start();
 })();

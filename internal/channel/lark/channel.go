@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -131,7 +132,7 @@ func (c *Channel) binding() *liveBinding {
 // cannot.
 func (c *Channel) available() (*liveBinding, string) {
 	if !c.cfg.Enabled {
-		return nil, "the channel is turned off (lark.enabled is false)"
+		return nil, "the channel is turned off (lark.enabled is false): set lark.enabled: true in " + filepath.Join(c.cfg.Home, "pixie.yaml") + " (or PIXIE_LARK_ENABLED=true) and restart pixie serve"
 	}
 	b := c.binding()
 	if b == nil {

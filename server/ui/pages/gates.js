@@ -6,7 +6,7 @@ import { h } from '../app.js';
 import * as draft from './gatedraft.js';
 import {
   POINTS, APPLY, pointLabel, pageHead, switchEl, field, select, busy, emptyState, actionBadge,
-  CONCLUDED, fmtUsage, dl, textBlock, replaceHash, fill } from './common.js';
+  CONCLUDED, fmtUsage, dl, textBlock, replaceHash, fill, fmtMs } from './common.js';
 
 const BASE_VARS = ['target', 'point', 'agent', 'turn', 'session.id', 'gate.name', 'tool.name', 'tool.args'];
 
@@ -279,8 +279,11 @@ function editor(main, ui, editName, templateId) {
       g.rule = v ? { kind: v.slice(0, v.indexOf(':')), name: v.slice(v.indexOf(':') + 1) } : null;
       draw();
     });
-    const scriptHelp = scripts && scripts.error ? `The script folder cannot be read: ${scripts.error}` :
-      scripts ? `Executable files in ${scripts.folder || 'the script folder'} (change it under Scope).` : '';
+    const kind = g.rule && g.rule.name ? (g.rule.kind || 'script') : '';
+    const folderHelp = scripts && scripts.error ? `The script folder cannot be read: ${scripts.error}` :
+      scripts ? `Scripts are the executable files in ${scripts.folder || 'the script folder'} (change it under Scope).` : '';
+    const moduleHelp = 'WASM modules are uploaded with pixie module push. A module runs sandboxed, with no network, and sees the session’s working directory read-only only when its sandbox policy grants it.';
+    const ruleHelp = kind === 'module' ? moduleHelp : kind === 'script' ? folderHelp : `${folderHelp} ${moduleHelp}`.trim();
     const onError = select([['continue', 'Continue as usual'], ['stop', 'Stop it']], a.onError || 'continue', { name: 'onError' });
     onError.addEventListener('change', () => { a.onError = onError.value; });
     const targets = select([['root', 'Main agent'], ['child', 'Subagents'], ['all', 'All']], a.targets || (g.point === 'agent-message' ? 'child' : 'root'), { name: 'targets' });
@@ -297,13 +300,16 @@ function editor(main, ui, editName, templateId) {
     const details = h('details', { class: 'advanced', open: adv || !!g.rule },
       h('summary', {}, 'Advanced options'),
       h('div', { class: 'form-grid' },
-        field('Pixie hook script', rule, { help: scriptHelp, errors: errorsFor('.rule') }),
-        field('If Pixie fails', onError, { help: 'On model or script errors and timeouts.', errors: errorsFor('.advanced.onError') }),
+        field('Rule (runs before the task)', rule, { help: ruleHelp, errors: errorsFor('.rule') }),
+        field('If Pixie fails', onError, { help: kind === 'module' ? 'On model or module errors and timeouts.' : 'On model or rule errors and timeouts.', errors: errorsFor('.advanced.onError') }),
         field('Target agents', targets, { errors: errorsFor('.advanced.targets') }),
-        field('Time limit (seconds)', timeout, { help: 'Script, helper and model calls together; 1 to 600.', errors: errorsFor('.advanced.timeoutSeconds') }),
-        field('Redo limit per turn', redo, { help: 'Corrections per turn when the agent finishes its answer; 0 to 10.', errors: errorsFor('.advanced.redoLimit') })),
+        field('Time limit (seconds)', timeout, { help: 'The rule, helper and model calls together; 1 to 600.', errors: errorsFor('.advanced.timeoutSeconds') }),
+        // A redo (asking the agent to correct its answer) happens only at turn-end; a
+        // replacement becomes a suggestion only at message points.
+        g.point === 'turn-end' ? field('Redo limit per turn', redo, { help: 'Corrections per turn when the agent finishes its answer; 0 to 10.', errors: errorsFor('.advanced.redoLimit') }) : null),
       check('Show the result in the chat', 'showInChat', 'Shows the result right under what the gate checked.'),
-      check('Confirm before replacing', 'confirmReplace', 'Turns a replacement at a message point into a suggestion.'));
+      g.point === 'user-message' || g.point === 'agent-message'
+        ? check('Confirm before replacing', 'confirmReplace', 'Turns a replacement of the message into a suggestion.') : null);
 
     const row = APPLY[g.point] || [];
     return h('section', { class: 'card editor-form', 'aria-label': 'Gate' },
@@ -316,7 +322,7 @@ function editor(main, ui, editName, templateId) {
         h('thead', {}, h('tr', {}, ['Stop + reason', 'Replacement', 'Addition', 'Note'].map((x) => h('th', { scope: 'col' }, x)))),
         h('tbody', {}, h('tr', {}, row.map((x) => h('td', {}, x))))),
       h('h2', {}, 'What Pixie does'),
-      field('Task', task, { errors: errorsFor('.task'), help: 'Say in plain words whether to pass or stop, what to replace or add, and what note to show only to you.' }),
+      field('Task', task, { errors: errorsFor('.task'), help: kind ? 'Say in plain words whether to pass or stop, what to replace or add, and what note to show only to you. It may stay empty: then the rule alone decides.' : 'Say in plain words whether to pass or stop, what to replace or add, and what note to show only to you.' }),
       chips,
       details);
   }
@@ -333,7 +339,7 @@ function editor(main, ui, editName, templateId) {
     const out = h('div', { class: 'try-result', 'aria-live': 'polite' });
     run.addEventListener('click', () => busy(run, async () => {
       tryError = null; tryResult = null;
-      fill(out, h('p', { class: 'muted' }, 'Asking the Pixie model…'));
+      fill(out, h('p', { class: 'muted' }, 'Running the trial…'));
       const s = { target: sample.target, agent: sample.agent };
       if (tool) {
         s.tool = { name: sample.toolName.trim() || 'tool' };
@@ -354,7 +360,7 @@ function editor(main, ui, editName, templateId) {
     else if (tryResult) fill(out, result(tryResult));
     return h('section', { class: 'card try', 'aria-labelledby': 'try-title' },
       h('h2', { id: 'try-title' }, 'Try it'),
-      h('p', { class: 'muted' }, 'The configured Pixie model really answers; nothing is recorded or sent to a session.' + (g.rule ? ' The hook script is not run in trials.' : '')),
+      h('p', { class: 'muted' }, tryNote(g)),
       field(targetLabel, target),
       tool ? field('Tool name', toolName) : null,
       toolArgs ? field('Tool arguments (JSON, optional)', toolArgs) : null,
@@ -368,8 +374,9 @@ function editor(main, ui, editName, templateId) {
     return h('div', { class: 'result', 'data-action-result': r.action },
       h('p', { class: 'result-head' }, 'Would apply: ', actionBadge(r.action), r.concludedBy ? h('span', { class: 'muted' }, ` · concluded by ${CONCLUDED[r.concludedBy] || r.concludedBy}`) : null),
       r.error ? h('p', { class: 'error', role: 'alert' }, r.error) : null,
-      r.scriptNotRun ? h('p', { class: 'muted' }, 'The hook script was not run; its {{hooks.…}} variables were empty.') : null,
-      h('h3', {}, 'Pixie’s answer'),
+      r.ruleRan && r.rule ? h('p', { class: 'rule-ran', 'data-rule-ran': r.rule.name }, `The WASM rule ${r.rule.name} ran (no files: a trial has no working directory) and exited ${r.rule.exitCode} in ${fmtMs(r.rule.durationMs)}.`) : null,
+      r.scriptNotRun ? h('p', { class: 'muted' }, 'The script was not run (trials have no session sandbox policy); its {{hooks.…}} variables were empty.') : null,
+      h('h3', {}, r.concludedBy === 'hook-script' ? 'The rule’s answer' : 'Pixie’s answer'),
       dl([['Verdict', o.verdict || null], ['Reason', o.reason || null], ['Replacement', o.replace ? h('pre', {}, o.replace) : null],
         ['Addition', o.append ? h('pre', {}, o.append) : null], ['Note', o.note ? h('pre', {}, o.note) : null]]),
       h('h3', {}, 'Result'),
@@ -380,6 +387,15 @@ function editor(main, ui, editName, templateId) {
   }
 
   start().catch((e) => fill(main, errorBox(e)));
+}
+
+// tryNote says what a trial runs for this gate.
+function tryNote(g) {
+  const kind = g.rule && g.rule.name ? (g.rule.kind || 'script') : '';
+  const model = (g.task || '').trim() ? 'The configured Pixie model really answers. ' : '';
+  if (kind === 'module') return `${model}The WASM rule runs${model ? ' first' : ''}, with no files (a trial has no working directory). Nothing is recorded or sent to a session.`;
+  if (kind === 'script') return `${model}Nothing is recorded or sent to a session. The script is not run in trials: it needs a session’s sandbox policy.`;
+  return `${model}Nothing is recorded or sent to a session.`;
 }
 
 function sampleFor(point) {

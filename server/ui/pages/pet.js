@@ -275,7 +275,8 @@ export function petMascot(root, ui) {
         type: 'button', class: 'wheel-entry' + (e.available ? '' : ' unavailable') + (e.kind === 'builtin' ? ' builtin' : ''),
         'data-entry': e.name, 'data-kind': e.kind, 'aria-disabled': e.available ? null : 'true',
         'aria-describedby': e.available ? null : reasonId, title: e.available ? (e.description || e.label) : `${e.label}: ${e.reason}`,
-      }, h('span', { class: 'entry-label' }, e.label), e.available ? null : h('span', { class: 'sr-only', id: reasonId }, 'Unavailable: ' + e.reason));
+        'aria-label': e.label,
+      }, h('span', { class: 'entry-label', 'aria-hidden': 'true' }, e.label), e.available ? null : h('span', { class: 'sr-only', id: reasonId }, 'Unavailable: ' + e.reason));
       b.style.left = (size / 2 + rr * Math.cos(a) - BTN / 2) + 'px';
       b.style.top = (size / 2 + rr * Math.sin(a) - BTN / 2) + 'px';
       b.addEventListener('focus', () => show(e));
@@ -288,6 +289,7 @@ export function petMascot(root, ui) {
       inner.append(b);
     }
     disc.append(inner);
+    requestAnimationFrame(() => fitLabels(disc));
     if (!entries.length) {
       return h('div', {}, hint() || h('p', { class: 'muted' }, 'The wheel is empty: enable a Skill and show it as a shortcut in Pet settings → Skills.'));
     }
@@ -362,4 +364,34 @@ export function petMascot(root, ui) {
   }
 
   window.addEventListener('hashchange', () => { if (open) toggle(false); });
+}
+
+// fitLabels fits a wheel label into its round button: its font shrinks (down to 8.5 px) until
+// each word fits on a line (labels wrap between words or after a hyphen, never inside a word)
+// and the label fits in three lines; a word still too long is shortened with "…" (the full
+// label stays the button's name and title, and shows in the detail line).
+export function fitLabels(root) {
+  const fits = (el) => el.scrollWidth <= el.clientWidth + 0.5 && el.scrollHeight <= el.clientHeight + 0.5;
+  for (const el of root.querySelectorAll('.entry-label')) {
+    const full = el.dataset.full || el.textContent;
+    el.dataset.full = full;
+    el.textContent = full;
+    let size = 11;
+    el.style.fontSize = size + 'px';
+    while (size > 8.5 && !fits(el)) {
+      size -= 0.5;
+      el.style.fontSize = size + 'px';
+    }
+    const parts = full.split(/(?<=[\s-])/);
+    for (let guard = 0; !fits(el) && guard < 200; guard++) {
+      let longest = 0;
+      for (let i = 1; i < parts.length; i++) if (parts[i].replace('…', '').length > parts[longest].replace('…', '').length) longest = i;
+      const w = parts[longest].replace('…', '');
+      const tail = /[\s-]$/.test(w) ? w.slice(-1) : '';
+      const core = tail ? w.slice(0, -1) : w;
+      if (core.length <= 3) break;
+      parts[longest] = core.slice(0, -1) + '…' + tail;
+      el.textContent = parts.join('');
+    }
+  }
 }

@@ -5,7 +5,7 @@
 // senders and pairing) and Diagnostics (paths, allowlist, drift, explicit rebuild, executors,
 // channel state).
 import { h } from '../app.js';
-import { pageHead, tabs, dl, field, busy, switchEl, emptyState, fmtTime, fmtBytes, statusLine, select, fill } from './common.js';
+import { pageHead, tabs, dl, field, busy, switchEl, emptyState, fmtTime, fmtBytes, statusLine, select, fill, rich } from './common.js';
 
 const TABS = [
   { id: 'general', label: 'General' },
@@ -275,6 +275,8 @@ async function channel(panel, ui) {
     fill(panel, 
       h('section', { class: 'card' }, h('h2', {}, 'Lark bot'),
         h('p', { class: 'muted' }, 'Off by default. With a bound bot, an allowlisted teammate can mention it in a group or message it directly; a read-only child session answers from the context of your work.'),
+        s.enabled ? null : h('div', { class: 'note', 'data-note': 'lark-enable' }, h('strong', {}, 'To turn the channel on: '),
+          rich('set `lark.enabled: true` in the `pixie.yaml` of the Pixie home (or start the server with `PIXIE_LARK_ENABLED=true`), restart `pixie serve`, then bind a bot here.')),
         dl([['Channel', s.enabled ? (s.available ? h('span', { class: 'badge ok' }, 'available') : h('span', { class: 'badge bad' }, 'unavailable')) : h('span', { class: 'badge' }, 'disabled in the configuration')],
           ['Problem', s.problem || null], ['Bot', s.bound ? `${s.botName || '(no name)'} · ${s.botOpenId}` : 'not bound'], ['App id', s.appId || null],
           ['Events', s.bound ? (s.encrypted ? 'encrypted and signed' : 'not encrypted (set an encrypt key)') : null], ['Verified', s.verifiedAt ? fmtTime(s.verifiedAt) : null],

@@ -27,24 +27,69 @@ export async function render(main, ui) {
   const run = ui.params.get('run');
   const input = h('input', { name: 'session', value: session, placeholder: 'the agent host’s session id', autocomplete: 'off', spellcheck: 'false' });
   const open = h('button', { type: 'submit' }, 'Open');
-  const form = h('form', { class: 'inline-form session-form', 'aria-label': 'Open a session' }, field('Session', input), open);
+  const form = h('form', { class: 'inline-form session-form', 'aria-label': 'Open a session' }, field('Open a session by id', input), open);
   form.addEventListener('submit', (ev) => {
     ev.preventDefault();
     const v = input.value.trim();
     if (v) location.hash = link(v);
   });
   const rec = recent().filter((x) => x !== session);
-  fill(main, 
-    pageHead('Records', 'Every gate run of a session: what was applied, who concluded, and what Pixie answered.'),
+  fill(main,
+    pageHead('Records', 'Every gate run of a session: what was applied, who concluded, and what Pixie answered.',
+      session ? h('a', { href: '#/records', class: 'button secondary' }, 'All sessions') : null),
     h('div', { class: 'card' }, form,
       rec.length ? h('p', { class: 'recent' }, h('span', { class: 'muted' }, 'Recent: '), rec.map((r) => h('a', { href: link(r), class: 'chip-link' }, r))) : null));
-  if (!session) {
-    main.append(emptyState('Open a session to see its gate runs.', h('p', {}, 'The session id is the one your agent host uses (for Claude Code, the session_id of its hooks).')));
-    return;
-  }
+  if (!session) return sessions(main, ui);
   remember(session);
   if (run) return detail(main, ui, session, run);
   return list(main, ui, session);
+}
+
+// sessions lists the sessions that have records, newest run first, each with its last run.
+async function sessions(main, ui) {
+  const { api, errorBox } = ui;
+  const sec = h('section', { class: 'sessions', 'aria-labelledby': 'sessions-title' }, h('h2', { id: 'sessions-title' }, 'Sessions'),
+    h('p', { class: 'muted' }, 'Loading…'));
+  main.append(sec);
+  const tbody = h('tbody');
+  const more = h('button', { type: 'button', class: 'secondary', 'data-action': 'more-sessions', hidden: true }, 'Load more');
+  let next = '';
+  let shown = 0;
+  const load = async () => {
+    const q = next ? '&cursor=' + encodeURIComponent(next) : '';
+    const page = await api('GET', '/v1/gates/sessions?limit=50' + q);
+    next = page.next || '';
+    for (const s of page.sessions) {
+      shown += 1;
+      const r = s.lastRun || {};
+      tbody.append(h('tr', { 'data-session': s.session },
+        h('td', { 'data-label': 'Session', class: 'clip' }, h('a', { href: link(s.session) }, s.session)),
+        h('td', { 'data-label': 'Preset' }, s.preset || '—'),
+        h('td', { 'data-label': 'Last run' }, h('a', { href: link(s.session, r.id) }, fmtTime(r.startedAt))),
+        h('td', { 'data-label': 'Gate' }, r.gate || '—'),
+        h('td', { 'data-label': 'Point' }, pointLabel(r.point)),
+        h('td', { 'data-label': 'Applied' }, actionBadge(r.action)),
+        h('td', { 'data-label': 'Error', class: 'clip' }, r.error ? h('span', { class: 'error' }, r.error) : '—')));
+    }
+    more.hidden = !next;
+  };
+  more.addEventListener('click', () => busy(more, () => load().catch((e) => more.replaceWith(errorBox(e)))));
+  try {
+    await load();
+  } catch (e) {
+    fill(sec, h('h2', { id: 'sessions-title' }, 'Sessions'), errorBox(e));
+    return;
+  }
+  if (!shown) {
+    fill(sec, h('h2', { id: 'sessions-title' }, 'Sessions'),
+      emptyState('No session has gate runs yet.', h('p', {}, 'A session appears here after its first gate run (for Claude Code, once its hooks reach Pixie).')));
+    return;
+  }
+  fill(sec, h('h2', { id: 'sessions-title' }, 'Sessions'),
+    h('p', { class: 'muted' }, 'Sessions that have gate runs, the most recent first. Open one to see all its runs and switch its gates.'),
+    h('div', { class: 'table-wrap' }, h('table', { class: 'stack-sm records sessions-table' },
+      h('thead', {}, h('tr', {}, ['Session', 'Preset', 'Last run', 'Gate', 'Point', 'Applied', 'Error'].map((x) => h('th', { scope: 'col' }, x)))), tbody)),
+    more);
 }
 
 async function list(main, ui, session) {

@@ -4,11 +4,13 @@
 // modules are saved at once by their own routes.
 import { h } from '../app.js';
 import * as draft from './gatedraft.js';
-import { pageHead, switchEl, field, select, busy, emptyState, pointLabel, fmtTime, fmtBytes, statusLine, dl, fill } from './common.js';
+import { pageHead, switchEl, field, select, busy, emptyState, pointLabel, fmtTime, fmtBytes, statusLine, dl, fill, rich } from './common.js';
 
 export async function render(main, ui) {
   const { api, errorBox } = ui;
   await draft.load(api, true);
+  let defaultPreset = null;
+  try { const info = await api('GET', '/v1/info'); defaultPreset = info && info.hooks ? info.hooks.defaultPreset : null; } catch { /* the warning is optional */ }
   const folderSec = h('section', { class: 'card', 'aria-labelledby': 'folder-title' });
   const presetsSec = h('section', { 'aria-labelledby': 'presets-title' });
   const modulesSec = h('section', { class: 'card', 'aria-labelledby': 'modules-title' });
@@ -24,9 +26,13 @@ export async function render(main, ui) {
     }));
     const discard = st.dirty ? h('button', { type: 'button', class: 'secondary', onclick: () => { draft.discard(); drawHead(); drawPresets(); } }, 'Discard changes') : null;
     const problems = draft.problems().filter((p) => !/^presets\[\d+\]/.test(p.field || ''));
+    const saved = st.saved || { presets: [] };
+    const noDefault = defaultPreset && !(saved.presets || []).some((p) => p.name === defaultPreset);
     fill(head, 
       pageHead('Scope', 'Where gates apply: the script folder, the presets agents run with, and WASM modules. A gate runs only for agents using a preset it is attached to and switched on in.',
         st.dirty ? h('span', { class: 'badge warn', role: 'status' }, 'Unsaved changes') : null, discard, save),
+      noDefault ? h('div', { class: 'warn', 'data-warn': 'no-default-preset' }, h('strong', {}, `No preset is called “${defaultPreset}”. `),
+        rich(`Agent hooks that name no preset use \`${defaultPreset}\` (hooks.defaultPreset), so their sessions run no gates. Add a preset named \`${defaultPreset}\` below, or point the hooks at another preset (\`pixie init claude --preset NAME\`).`)) : null,
       st.error ? h('div', { class: 'alert', role: 'alert' }, h('strong', {}, 'Not saved. '),
         problems.length ? h('ul', {}, problems.map((p) => h('li', {}, `${p.field}: ${p.message}`))) : (draft.problems().length ? 'Each problem is shown next to its preset below.' : st.error.message)) : null);
   };
@@ -157,7 +163,7 @@ export async function render(main, ui) {
     }));
     fill(modulesSec, 
       h('h2', { id: 'modules-title' }, 'WASM modules'),
-      h('p', { class: 'muted' }, 'Gates can use a WebAssembly guest as their rule instead of a script: it runs sandboxed, with no network and no files. Build guests with the Go SDK (see the guide).'),
+      h('p', { class: 'muted' }, 'Gates can use a WebAssembly guest as their rule instead of a script. It runs sandboxed, with no network; the only files it sees are a read-only view of the session’s working directory, and only when the session’s sandbox policy grants it (never the Pixie home). In Try it, it runs with no files at all. Build guests with the Go SDK (see the guide).'),
       !modules && !modErr ? h('p', { class: 'muted' }, 'Loading…') : null,
       modErr ? h('p', { class: 'muted' }, `Modules are not available here: ${modErr.message}`) : !modules ? null : h('div', { class: 'inline-form' }, field('Module file', file), field('Name', name), up),
       modules && maxSize ? h('p', { class: 'help' }, `A .wasm guest of at most ${fmtBytes(maxSize)}. Uploading under an existing name replaces that module.`) : null,
