@@ -109,4 +109,3 @@ func (s *Service) Sessions(ctx context.Context, cursor string, limit int) (Sessi
 	}
 	return page, nil
 }
-
