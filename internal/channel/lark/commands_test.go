@@ -183,3 +183,53 @@ func TestSessionRegistry(t *testing.T) {
 		t.Fatal("an archived session was registered again")
 	}
 }
+
+// TestBindRefusesAPrefixTwoSessionsShare is the attack where `/bind abcdef` answered "Bound"
+// although two sessions shared the prefix: every prefix more than one session shares gets the
+// no-match reply and binds nothing, whether the other session is live, archived, or a child;
+// a prefix only one session has, or a session's exact id, still binds.
+func TestBindRefusesAPrefixTwoSessionsShare(t *testing.T) {
+	h := newHarness(t)
+	h.allow(alice)
+	ctx := context.Background()
+	for _, id := range []string{"abcdef111111", "abcdef222222", "fedcba111111", "fedcba222222", "solo99aaaaaa", "exact7", "exact7more"} {
+		if _, err := h.ch.RegisterSession(ctx, SessionRequest{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := h.ch.ArchiveSession(ctx, "fedcba222222"); err != nil {
+		t.Fatal(err)
+	}
+	// A child whose id a main session's id starts with.
+	if got := h.command(alice, "oc_child", "/bind solo99"); !strings.HasPrefix(got, "Bound") {
+		t.Fatalf("bind solo99: %q", got)
+	}
+	child := h.locusOf("oc_child").ChildID
+	if _, err := h.ch.RegisterSession(ctx, SessionRequest{ID: child + "x"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, prefix := range []string{"abcdef", "fedcba", child[:8], child} {
+		t.Run("ambiguous "+prefix, func(t *testing.T) {
+			chat := "oc_amb_" + prefix
+			if got := h.command(alice, chat, "/bind "+prefix); got != noSessionMatch {
+				t.Fatalf("/bind %s: %q, want the no-match reply", prefix, got)
+			}
+			if _, ok, _ := h.ch.entryLocus(ctx, chat); ok {
+				t.Fatal("an ambiguous /bind bound the chat")
+			}
+		})
+	}
+	for prefix, want := range map[string]string{"abcdef1": "abcdef111111", "fedcba1": "fedcba111111", "exact7": "exact7", "exact7m": "exact7more"} {
+		chat := "oc_one_" + prefix
+		if got := h.command(alice, chat, "/bind "+prefix); !strings.HasPrefix(got, "Bound") {
+			t.Fatalf("/bind %s: %q", prefix, got)
+		}
+		if l := h.locusOf(chat); l.MainSessionID != want {
+			t.Fatalf("/bind %s bound %s, want %s", prefix, l.MainSessionID, want)
+		}
+	}
+	// The archived one itself is no match, even by its whole id.
+	if got := h.command(alice, "oc_arch", "/bind fedcba222222"); got != noSessionMatch {
+		t.Fatalf("archived: %q", got)
+	}
+}

@@ -122,25 +122,33 @@ func (c *Channel) ArchiveSession(ctx context.Context, id string) (Session, error
 	return out, err
 }
 
-// resolvePrefix finds the one unarchived main session whose id starts with prefix. No match and
-// several matches are the same answer (ok=false), so a caller cannot learn that other sessions
-// exist. Child sessions live in their own collection and never match.
+// resolvePrefix finds the main session /bind names: the one whose id is prefix exactly, or else
+// the one session whose id starts with prefix. A prefix that more than one session shares is no
+// match, whatever those sessions are: archived sessions and child sessions (which live in their
+// own collection and are never bound) count, since the person typing the prefix may have meant
+// any of them, and binding the one other match would attach the chat to a session they did not
+// name. An archived match is no match either. No match and several matches are the same answer
+// (ok=false), so a caller cannot learn that other sessions exist.
 func resolvePrefix(tx *store.Tx, prefix string) (Session, bool, error) {
 	if len(prefix) < MinPrefix || !validSessionID(prefix) {
 		return Session{}, false, nil
 	}
+	// An exact id sorts first among the ids it prefixes.
+	if s, err := colSession.Get(tx, prefix); err == nil {
+		return s, !s.Archived, nil
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return Session{}, false, err
+	}
 	var found []Session
-	err := colSession.Each(tx, prefix, store.ScanOptions{}, func(_ string, s Session) error {
-		if s.Archived {
-			return nil
-		}
+	err := colSession.Each(tx, prefix, store.ScanOptions{Limit: 2}, func(_ string, s Session) error {
 		found = append(found, s)
-		if len(found) > 1 {
-			return store.ErrStop
-		}
 		return nil
 	})
-	if err != nil || len(found) != 1 {
+	if err != nil || len(found) != 1 || found[0].Archived {
+		return Session{}, false, err
+	}
+	children, err := colChild.List(tx, prefix, store.ScanOptions{Limit: 1})
+	if err != nil || len(children) > 0 {
 		return Session{}, false, err
 	}
 	return found[0], true, nil

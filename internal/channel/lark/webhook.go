@@ -109,6 +109,13 @@ func (c *Channel) HandleEvent(ctx context.Context, header http.Header, body []by
 		return refused()
 	}
 	if env.Type == "url_verification" {
+		// With an encrypt key every callback is signed, the challenge included: answering an
+		// unsigned one would let anyone who learnt the verification token (it travels in every
+		// event body) point this app's callback at a server of theirs.
+		if b.encryptKey != "" && !validSignature(header, body, b.encryptKey) {
+			c.met.drop(reasonSignature)
+			return refused()
+		}
 		if !equalSecret(env.Token, b.token) {
 			c.met.drop(reasonToken)
 			return refused()
@@ -136,7 +143,7 @@ func (c *Channel) HandleEvent(ctx context.Context, header http.Header, body []by
 		c.met.drop(reasonApp)
 		return refused()
 	}
-	if !c.fresh(header, h) {
+	if !c.fresh(header, h, b.encryptKey != "") {
 		c.met.drop(reasonStale)
 		return refused()
 	}
@@ -231,13 +238,15 @@ func (c *Channel) admit(ctx context.Context, eventID, messageID string, then fun
 	return "", err
 }
 
-// fresh applies the replay window: to the signed request timestamp when there is one, else to
-// the event's creation time.
-func (c *Channel) fresh(header http.Header, h *larkevent.EventHeader) bool {
-	now := c.now()
+// fresh applies the replay window to a timestamp the request's authentication covers: with an
+// encrypt key, the signed X-Lark-Request-Timestamp (the signature covers it, and Lark renews it
+// on every retry); without one, the event's own create_time, which is inside the body the
+// verification token vouches for. The header is then unsigned and ignored: anyone replaying a
+// captured event could set it to now.
+func (c *Channel) fresh(header http.Header, h *larkevent.EventHeader, signed bool) bool {
 	var at time.Time
-	if ts := header.Get(HeaderTimestamp); ts != "" {
-		sec, err := strconv.ParseInt(ts, 10, 64)
+	if signed {
+		sec, err := strconv.ParseInt(header.Get(HeaderTimestamp), 10, 64)
 		if err != nil {
 			return false
 		}
@@ -249,7 +258,7 @@ func (c *Channel) fresh(header http.Header, h *larkevent.EventHeader) bool {
 		}
 		at = time.UnixMilli(ms)
 	}
-	d := now.Sub(at)
+	d := c.now().Sub(at)
 	if d < 0 {
 		d = -d
 	}

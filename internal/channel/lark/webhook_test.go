@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -436,4 +437,76 @@ func TestChannelUnavailable(t *testing.T) {
 			t.Fatalf("event on an incomplete binding: %d", resp.Status)
 		}
 	})
+}
+
+// TestChallengeWithAKeyNeedsTheSignature is the attack where url_verification answered with a
+// bad signature although an encrypt key was set: the challenge is now refused like any
+// unsigned event (401, counted as a signature drop), and answered when signed.
+func TestChallengeWithAKeyNeedsTheSignature(t *testing.T) {
+	h := newHarness(t)
+	cases := []struct {
+		name   string
+		mutate func(body []byte, hdr http.Header)
+	}{
+		{"bad signature", func(_ []byte, hdr http.Header) { hdr.Set(HeaderSignature, sign("1", "2", testKey, []byte("other"))) }},
+		{"no signature", func(_ []byte, hdr http.Header) { hdr.Del(HeaderSignature) }},
+		{"no timestamp", func(_ []byte, hdr http.Header) { hdr.Del(HeaderTimestamp) }},
+		{"signed with another key", func(body []byte, hdr http.Header) {
+			hdr.Set(HeaderSignature, sign(hdr.Get(HeaderTimestamp), hdr.Get(HeaderNonce), "another-key", body))
+		}},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			body, hdr := h.wire(challengeBody(testToken))
+			tc.mutate(body, hdr)
+			resp := h.ch.HandleEvent(context.Background(), hdr, body)
+			if resp.Status != http.StatusUnauthorized || strings.Contains(string(resp.Body), "ch-4242") {
+				t.Fatalf("%d %s, want 401 without the challenge", resp.Status, resp.Body)
+			}
+			if got := h.drops(reasonSignature); got != uint64(i+1) {
+				t.Fatalf("signature drops %d, want %d", got, i+1)
+			}
+		})
+	}
+	body, hdr := h.wire(challengeBody(testToken))
+	if resp := h.ch.HandleEvent(context.Background(), hdr, body); resp.Status != http.StatusOK {
+		t.Fatalf("signed challenge: %d %s", resp.Status, resp.Body)
+	}
+}
+
+// TestReplayWindowWithoutAKeyIgnoresTheUnsignedHeader is the attack where, without an encrypt
+// key, a replayed event passed the window by carrying a fresh X-Lark-Request-Timestamp header
+// (which nothing signs): the window now reads the event's own create_time, at its edge, and
+// the header neither admits a stale event nor refuses a fresh one.
+func TestReplayWindowWithoutAKeyIgnoresTheUnsignedHeader(t *testing.T) {
+	h := newHarness(t, plain)
+	h.allow(alice)
+	now := h.clock.Now()
+	for _, tc := range []struct {
+		name    string
+		created time.Time
+		header  time.Time
+		want    int
+	}{
+		{"stale event, fresh header", now.Add(-DefaultReplayWindow - time.Second), now, http.StatusUnauthorized},
+		{"stale event, no header", now.Add(-DefaultReplayWindow - time.Second), time.Time{}, http.StatusUnauthorized},
+		{"future event, fresh header", now.Add(DefaultReplayWindow + time.Second), now, http.StatusUnauthorized},
+		{"event at the window's edge, stale header", now.Add(-DefaultReplayWindow), now.Add(-time.Hour), http.StatusOK},
+		{"fresh event, stale header", now, now.Add(-time.Hour), http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := h.text(alice, "oc_replay", chatGroup, "hi", true)
+			e.created = tc.created
+			body, hdr := h.wire(e.body())
+			if !tc.header.IsZero() {
+				hdr.Set(HeaderTimestamp, strconv.FormatInt(tc.header.Unix(), 10))
+			}
+			if resp := h.ch.HandleEvent(context.Background(), hdr, body); resp.Status != tc.want {
+				t.Fatalf("status %d %s, want %d", resp.Status, resp.Body, tc.want)
+			}
+		})
+	}
+	if got := h.drops(reasonStale); got != 3 {
+		t.Fatalf("stale drops %d, want 3", got)
+	}
 }
