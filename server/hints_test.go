@@ -262,8 +262,16 @@ func TestHintRoutesTakeConfirmRollback(t *testing.T) {
 	if st, _ := e.call(t, "POST", "/v1/hints/rollback", map[string]any{"takeId": tk.ID}, &rb); st != 200 || rb["restored"] != 1.0 {
 		t.Fatalf("rollback: %d %v", st, rb)
 	}
-	if st, code := e.call(t, "POST", "/v1/hints/rollback", map[string]any{"takeId": tk.ID}, nil); st != 404 || code != "not_found" {
-		t.Fatalf("second rollback: %d %s", st, code)
+	// Repeats answer as the first call did (a retry whose answer was lost); a confirm of a
+	// rolled-back take is a conflict; an unknown take is 404.
+	if st, _ := e.call(t, "POST", "/v1/hints/rollback", map[string]any{"takeId": tk.ID}, &rb); st != 200 || rb["restored"] != 1.0 {
+		t.Fatalf("second rollback: %d %v", st, rb)
+	}
+	if st, code := e.call(t, "POST", "/v1/hints/confirm", map[string]any{"takeId": tk.ID}, nil); st != 409 || code != "conflict" {
+		t.Fatalf("confirm after rollback: %d %s", st, code)
+	}
+	if st, code := e.call(t, "POST", "/v1/hints/confirm", map[string]any{"takeId": "t" + strings.Repeat("0", 28)}, nil); st != 404 || code != "not_found" {
+		t.Fatalf("unknown take: %d %s", st, code)
 	}
 	next := e.take(t, "s", false)
 	if hintTexts(next.Hints) != "one" {
@@ -272,6 +280,9 @@ func TestHintRoutesTakeConfirmRollback(t *testing.T) {
 	var cf map[string]any
 	if st, _ := e.call(t, "POST", "/v1/hints/confirm", map[string]any{"takeId": next.ID}, &cf); st != 200 || cf["confirmed"] != 1.0 {
 		t.Fatalf("confirm: %d %v", st, cf)
+	}
+	if st, _ := e.call(t, "POST", "/v1/hints/confirm", map[string]any{"takeId": next.ID}, &cf); st != 200 || cf["confirmed"] != 1.0 {
+		t.Fatalf("repeated confirm: %d %v", st, cf)
 	}
 	if st, _ := e.call(t, "POST", "/v1/hints/confirm", map[string]any{"takeId": ""}, nil); st != 400 {
 		t.Fatalf("confirm without takeId: %d", st)
@@ -287,6 +298,42 @@ func TestHintRoutesTakeConfirmRollback(t *testing.T) {
 			t.Fatal("the abandoned take did not return within 5s")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestHintConfirmAfterExpiryIsAClearConflict: a confirm that comes after the lease ran out is
+// not "not found" (which a client would read as "already done") but a 409 whose details say the
+// take expired, so the caller knows the hints are pending again and will be delivered again.
+func TestHintConfirmAfterExpiryIsAClearConflict(t *testing.T) {
+	e := newHintEnv(t, hint.Config{Lease: 50 * time.Millisecond}, Config{})
+	e.put(t, "s", "late")
+	tk := e.take(t, "s", false)
+	deadline := time.Now().Add(5 * time.Second)
+	for len(e.state(t).Pending) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the lease did not expire within 5s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	hr, _ := http.NewRequest("POST", e.url+"/v1/hints/confirm", strings.NewReader(`{"takeId":"`+tk.ID+`"}`))
+	hr.Header.Set("Authorization", "Bearer "+testToken)
+	hr.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(hr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var eb struct {
+		Error struct {
+			Code, Message string
+			Details       map[string]any
+		}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&eb); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 409 || eb.Error.Code != "conflict" || eb.Error.Details["take"] != "expired" || !strings.Contains(eb.Error.Message, "delivered again") {
+		t.Fatalf("%d %+v", resp.StatusCode, eb)
 	}
 }
 

@@ -224,7 +224,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration
 	}
 	errc := make(chan error, 1)
 	go func() {
-		s.e.Listener = ln
+		s.e.Listener = jsonErrorListener{ln} // net/http's own refusals in the JSON shape too
 		errc <- s.e.Start("")
 	}()
 	select {

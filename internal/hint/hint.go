@@ -51,6 +51,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -381,13 +382,57 @@ func checkSession(s string, allowGlobal bool) error {
 	return nil
 }
 
-// cleanText trims text, refuses it when blank, and truncates it to max code points.
+// cleanText cleans a hint's text and refuses it when nothing visible is left. Invalid UTF-8 is
+// replaced, control characters other than newline and tab are removed (a NUL or a terminal
+// escape has no place in a line for a model, nor in `pixie hint ls`), CRLF and lone CRs become
+// newlines (terminal escape sequences go whole), the ends are trimmed, and the text is truncated to max code points. Text whose
+// characters are all whitespace, controls, format characters (zero-width spaces and joiners,
+// bidi marks, tags, the BOM), combining marks with nothing to combine with, variation
+// selectors, blank letters (the Hangul fillers, the braille blank), private-use or unassigned
+// code points, or replacement characters is blank: it would inject an empty-looking hint.
 func (q *Queue) cleanText(text string) (string, error) {
-	text = strings.TrimSpace(strings.ToValidUTF8(text, "\uFFFD"))
-	if text == "" {
+	text = strings.ToValidUTF8(text, "\uFFFD")
+	text = terminalEscapes.ReplaceAllString(text, "")
+	text = strings.ReplaceAll(text, "\r\n", "\n")
+	text = strings.Map(func(r rune) rune {
+		switch {
+		case r == '\r':
+			return '\n'
+		case r == '\n' || r == '\t':
+			return r
+		case unicode.IsControl(r):
+			return -1
+		}
+		return r
+	}, text)
+	text = strings.TrimSpace(text)
+	if !hasVisible(text) {
 		return "", errs.New(errs.Invalid, "%s", q.msg.ErrBlank)
 	}
 	return truncate(text, q.cfg.MaxContentChars), nil
+}
+
+// terminalEscapes are ANSI control sequences (CSI, as ESC [ or the 8-bit CSI, and OSC ended by
+// BEL or ST), removed whole so that text pasted from a coloured terminal keeps only its words.
+var terminalEscapes = regexp.MustCompile("(?:\x1b\\[|\u009b)[0-?]*[ -/]*[@-~]|\x1b\\][^\x07\x1b]*(?:\x07|\x1b\\\\)")
+
+// blankLetters are letters and symbols that render as nothing.
+var blankLetters = map[rune]bool{
+	0x115F: true, 0x1160: true, 0x3164: true, 0xFFA0: true, // Hangul fillers
+	0x2800: true, // braille pattern blank
+	0xFFFD: true, // the replacement character (what invalid bytes became)
+	0xFFFC: true, // object replacement
+}
+
+// hasVisible reports whether s has a character that shows: a letter, digit, punctuation mark
+// or symbol that is not blank.
+func hasVisible(s string) bool {
+	for _, r := range s {
+		if unicode.In(r, unicode.L, unicode.N, unicode.P, unicode.S) && !blankLetters[r] {
+			return true
+		}
+	}
+	return false
 }
 
 // truncate cuts s to at most n code points.

@@ -416,15 +416,22 @@ func (q *Queue) take(ctx context.Context, session string, confirm bool) (Take, e
 }
 
 // Confirm closes an open take: its hints stay consumed for good, and their consumed actions (the
-// receipts) are published. It returns how many hints it confirmed, and fails with errs.NotFound
-// when the take is not open (confirmed, rolled back, expired or unknown).
+// receipts) are published. It returns how many hints it confirmed. Confirm is idempotent: a
+// repeated confirm of a confirmed take (a retry whose first answer was lost) succeeds again with
+// the same count and changes nothing. It fails with errs.Conflict when the take was rolled back
+// or its lease expired first (details {"take": "rolled-back"|"expired"}; the hints are pending
+// again and an expired take's will be delivered again), and with errs.NotFound for a take it does
+// not know. Closed takes are remembered for ClosedTakeMemory.
 func (q *Queue) Confirm(ctx context.Context, takeID string) (int, error) {
 	return q.finish(ctx, takeID, true)
 }
 
 // Rollback returns an open take's hints to pending (only those still consumed under that take),
-// so the next step takes them again. It returns how many hints it returned, and fails with
-// errs.NotFound when the take is not open.
+// so the next step takes them again. It returns how many hints it returned. Like Confirm it is
+// idempotent: rolling back a rolled-back or expired take succeeds (its hints are pending
+// already; the count is the first rollback's, 0 for an expired take). It fails with
+// errs.Conflict for a confirmed take (details {"take": "confirmed"}) and errs.NotFound for an
+// unknown one.
 func (q *Queue) Rollback(ctx context.Context, takeID string) (int, error) {
 	return q.finish(ctx, takeID, false)
 }
@@ -459,6 +466,26 @@ func (q *Queue) Renew(ctx context.Context, takeID string) (time.Time, error) {
 	return exp, nil
 }
 
+// ClosedTakeMemory is how long a confirmed, rolled-back or expired take is remembered, so that a
+// repeated confirm or rollback gets the first one's answer rather than "not found".
+const ClosedTakeMemory = 10 * time.Minute
+
+// How a take was closed.
+const (
+	takeConfirmed  = "confirmed"
+	takeRolledBack = "rolled-back"
+	takeExpired    = "expired"
+)
+
+// closedTake remembers how a take ended (hint-take-closed/<take id>, with a TTL).
+type closedTake struct {
+	Outcome  string    `json:"outcome"`
+	Hints    int       `json:"hints"`
+	ClosedAt time.Time `json:"closedAt"`
+}
+
+var closedTakes = store.NewCollection[closedTake]("hint-take-closed")
+
 func (q *Queue) finish(ctx context.Context, takeID string, confirm bool) (int, error) {
 	if takeID == "" {
 		return 0, errs.New(errs.Invalid, "takeId is required")
@@ -470,12 +497,17 @@ func (q *Queue) finish(ctx context.Context, takeID string, confirm bool) (int, e
 	_, err := q.mutate(ctx, func(tx *store.Tx, st *txState) error {
 		l, err := leases.Get(tx, takeID)
 		if errors.Is(err, store.ErrNotFound) {
-			return errs.New(errs.NotFound, "%s", q.msg.ErrTakeNotFound)
+			n, err = q.repeat(tx, takeID, confirm)
+			return err
 		}
 		if err != nil {
 			return err
 		}
-		n, err = q.close(tx, st, l, confirm)
+		outcome := takeRolledBack
+		if confirm {
+			outcome = takeConfirmed
+		}
+		n, err = q.close(tx, st, l, outcome)
 		return err
 	})
 	if err != nil {
@@ -488,8 +520,35 @@ func (q *Queue) finish(ctx context.Context, takeID string, confirm bool) (int, e
 	return n, nil
 }
 
-// close confirms or rolls back one lease inside a transaction and deletes it.
-func (q *Queue) close(tx *store.Tx, st *txState, l lease, confirm bool) (int, error) {
+// repeat answers a confirm or rollback of a take that is no longer open from how it was closed.
+func (q *Queue) repeat(tx *store.Tx, takeID string, confirm bool) (int, error) {
+	c, err := closedTakes.Get(tx, takeID)
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, errs.New(errs.NotFound, "%s", q.msg.ErrTakeNotFound)
+	}
+	if err != nil {
+		return 0, err
+	}
+	conflict := func(msg string) error {
+		return errs.New(errs.Conflict, "%s", msg).WithDetails(map[string]any{"take": c.Outcome, "closedAt": c.ClosedAt})
+	}
+	switch {
+	case confirm && c.Outcome == takeConfirmed, !confirm && c.Outcome == takeRolledBack:
+		return c.Hints, nil
+	case !confirm && c.Outcome == takeExpired:
+		return 0, nil
+	case confirm && c.Outcome == takeExpired:
+		return 0, conflict(q.msg.ErrTakeExpired)
+	case confirm:
+		return 0, conflict(q.msg.ErrTakeRolledBack)
+	}
+	return 0, conflict(q.msg.ErrTakeConfirmed)
+}
+
+// close confirms or rolls back (outcome) one lease inside a transaction, deletes it and
+// remembers how it was closed.
+func (q *Queue) close(tx *store.Tx, st *txState, l lease, outcome string) (int, error) {
+	confirm := outcome == takeConfirmed
 	n := 0
 	for _, id := range l.HintIDs {
 		h := st.byID[id]
@@ -506,6 +565,9 @@ func (q *Queue) close(tx *store.Tx, st *txState, l lease, confirm bool) (int, er
 		n++
 	}
 	st.changed = true
+	if err := closedTakes.PutTTL(tx, l.ID, closedTake{Outcome: outcome, Hints: n, ClosedAt: st.now}, ClosedTakeMemory); err != nil {
+		return 0, err
+	}
 	return n, leases.Delete(tx, l.ID)
 }
 
@@ -570,7 +632,7 @@ func (q *Queue) sweep(ctx context.Context) (int, error) {
 			if l.ExpiresAt.After(st.now) {
 				continue
 			}
-			if _, err := q.close(tx, st, l, false); err != nil {
+			if _, err := q.close(tx, st, l, takeExpired); err != nil {
 				return err
 			}
 			expired = append(expired, l)

@@ -2,6 +2,7 @@ package hint
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -72,6 +73,106 @@ func wantCode(t testing.TB, err error, code errs.Code) {
 	t.Helper()
 	if err == nil || errs.CodeOf(err) != code {
 		t.Fatalf("err = %v (code %s), want code %s", err, errs.CodeOf(err), code)
+	}
+}
+
+// drain returns the frames a subscription holds now.
+func drain(sub *Subscription) []Frame {
+	var out []Frame
+	for {
+		select {
+		case <-sub.Ready():
+			out = append(out, sub.Next()...)
+		default:
+			return out
+		}
+	}
+}
+
+// wantTakeState checks the details of a conflict on a closed take.
+func wantTakeState(t testing.TB, err error, state string) {
+	t.Helper()
+	var e *errs.Error
+	if !errors.As(err, &e) {
+		t.Fatalf("err = %v, not coded", err)
+	}
+	d, ok := e.Details.(map[string]any)
+	if !ok || d["take"] != state {
+		t.Fatalf("details = %#v, want take %q", e.Details, state)
+	}
+}
+
+// TestConfirmIsIdempotent is the attack where a confirm whose answer was lost could not be
+// retried (the retry got 404, like an expired lease): a repeated confirm of a confirmed take
+// answers as the first did and changes nothing (no revision, no second receipt), also from a
+// second Queue over the store (another replica) and after a restart; an unknown take is
+// still not found; a rollback after the confirm is a conflict.
+func TestConfirmIsIdempotent(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openStore(t, dir)
+	q, err := New(s, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(t, q, "s", "one")
+	put(t, q, "s", "two")
+	tk, err := q.Take(ctx, "s")
+	if err != nil || len(tk.Hints) != 2 {
+		t.Fatalf("take = %+v, %v", tk, err)
+	}
+	sub, _, err := q.Subscribe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if n, err := q.Confirm(ctx, tk.ID); err != nil || n != 2 {
+		t.Fatalf("confirm = %d, %v", n, err)
+	}
+	snap, _ := q.Snapshot(ctx)
+	other, err := New(s, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	for i, qq := range []*Queue{q, q, other} {
+		if n, err := qq.Confirm(ctx, tk.ID); err != nil || n != 2 {
+			t.Fatalf("repeat %d: confirm = %d, %v", i, n, err)
+		}
+	}
+	if again, _ := q.Snapshot(ctx); again.Revision != snap.Revision {
+		t.Fatalf("a repeated confirm changed the queue: revision %d → %d", snap.Revision, again.Revision)
+	}
+	receipts := 0
+	for _, f := range drain(sub) {
+		if f.Event == EventHint {
+			receipts++
+		}
+	}
+	if receipts != 2 {
+		t.Fatalf("%d consumed receipts, want 2 (one per hint, not per confirm)", receipts)
+	}
+	_, err = q.Rollback(ctx, tk.ID)
+	wantCode(t, err, errs.Conflict)
+	wantTakeState(t, err, "confirmed")
+	_, err = q.Confirm(ctx, "t"+strings.Repeat("0", 28))
+	wantCode(t, err, errs.NotFound)
+
+	// After a restart the closed take is still remembered.
+	q.Close()
+	other.Close()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s2 := openStore(t, dir)
+	defer s2.Close()
+	q2, err := New(s2, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q2.Close()
+	if n, err := q2.Confirm(ctx, tk.ID); err != nil || n != 2 {
+		t.Fatalf("confirm after restart = %d, %v", n, err)
 	}
 }
 
@@ -290,10 +391,14 @@ func TestRollbackReturnsHintsToNextStep(t *testing.T) {
 	if err != nil || n != 2 {
 		t.Fatalf("rollback = %d, %v", n, err)
 	}
-	_, err = q.Rollback(ctx, tk.ID)
-	wantCode(t, err, errs.NotFound)
+	// A repeated rollback answers as the first did; a confirm after it is a conflict that says
+	// the hints are pending again.
+	if n, err := q.Rollback(ctx, tk.ID); err != nil || n != 2 {
+		t.Fatalf("repeated rollback = %d, %v", n, err)
+	}
 	_, err = q.Confirm(ctx, tk.ID)
-	wantCode(t, err, errs.NotFound)
+	wantCode(t, err, errs.Conflict)
+	wantTakeState(t, err, "rolled-back")
 
 	next, err := q.Take(ctx, "s")
 	if err != nil {
@@ -372,8 +477,14 @@ func TestLeaseExpiry(t *testing.T) {
 		if n, _ := q.sweep(ctx); n != 1 {
 			t.Fatalf("swept %d leases at expiry, want 1", n)
 		}
+		// A confirm that comes after the expiry is told so (not "not found"): the model may have
+		// seen hints that are pending again. A rollback then has nothing left to do.
 		_, err = q.Confirm(ctx, tk.ID)
-		wantCode(t, err, errs.NotFound)
+		wantCode(t, err, errs.Conflict)
+		wantTakeState(t, err, "expired")
+		if n, err := q.Rollback(ctx, tk.ID); err != nil || n != 0 {
+			t.Fatalf("rollback after expiry = %d, %v", n, err)
+		}
 		again, _ := q.TakeAndConfirm(ctx, "s")
 		if len(again.Hints) != 1 || again.Hints[0].ID != tk.Hints[0].ID {
 			t.Fatalf("the expired take's hint was not taken again: %+v", again)
@@ -458,6 +569,27 @@ func TestTextValidation(t *testing.T) {
 		{name: "cap-plus-one-truncated", text: strings.Repeat("字", 2001), wantLen: 2000},
 		{name: "emoji-are-code-points", text: strings.Repeat("📌", 2500), wantLen: 2000},
 		{name: "invalid-utf8-repaired", text: "a\xffb", wantLen: 3},
+		// Nothing visible is blank (the attack: NUL-only and zero-width-only hints were queued).
+		{name: "nul-only", text: "\x00\x00\x00", wantErr: errs.Invalid},
+		{name: "zero-width-only", text: "\u200b\u200c\u200d\u2060\ufeff", wantErr: errs.Invalid},
+		{name: "controls-and-escapes-only", text: "\x1b[2J\x07\x7f\u0085\u009b", wantErr: errs.Invalid},
+		{name: "bidi-marks-only", text: "\u202e\u2066\u200f\u061c", wantErr: errs.Invalid},
+		{name: "combining-marks-only", text: "\u0301\u0308\u20dd\u034f", wantErr: errs.Invalid},
+		{name: "variation-selectors-only", text: "\ufe0f\U000e0100", wantErr: errs.Invalid},
+		{name: "tags-only", text: "\U000e0041\U000e0042\U000e007f", wantErr: errs.Invalid},
+		{name: "blank-letters-only", text: "\u3164\u115f\u1160\uffa0\u2800", wantErr: errs.Invalid},
+		{name: "line-and-paragraph-separators", text: "\u2028\u2029\u00a0\u3000", wantErr: errs.Invalid},
+		{name: "soft-hyphen-and-mongolian-separator", text: "\u00ad\u180e", wantErr: errs.Invalid},
+		{name: "private-use-and-unassigned", text: "\ue000\U000f0000\u0378", wantErr: errs.Invalid},
+		{name: "invalid-utf8-only", text: "\xff\xfe\xc0", wantErr: errs.Invalid},
+		{name: "mixed-invisibles", text: " \x00\u200b\t\u3164\u0301\n", wantErr: errs.Invalid},
+		// One visible character is enough, and the invisible ones inside text are kept except
+		// controls, which are removed (CRLF becomes a newline).
+		{name: "one-visible-among-invisibles", text: "\u200b.\u200b", wantLen: 3},
+		{name: "emoji-with-zwj-kept", text: "👩\u200d💻", wantLen: 3},
+		{name: "controls-and-colour-codes-removed", text: "a\x00b\x1b[31mc\x1b[0m", wantLen: 3},
+		{name: "terminal-title-sequence-removed", text: "\x1b]0;owned\x07hi", wantLen: 2},
+		{name: "crlf-to-newline", text: "a\r\nb\rc", wantLen: 5},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -25,7 +25,8 @@ type Messages struct {
 	Instruction string `json:"instruction"`
 	// Ellipsis marks a hint truncated for display.
 	Ellipsis string `json:"ellipsis"`
-	// ErrBlank refuses a hint whose text is blank.
+	// ErrBlank refuses a hint whose text is blank: nothing visible is left once whitespace,
+	// control and invisible characters are set aside.
 	ErrBlank string `json:"errBlank"`
 	// ErrNotFound answers a cancel of an unknown hint.
 	ErrNotFound string `json:"errNotFound"`
@@ -33,8 +34,15 @@ type Messages struct {
 	ErrConsumed string `json:"errConsumed"`
 	// ErrCancelled answers a cancel of an already cancelled hint.
 	ErrCancelled string `json:"errCancelled"`
-	// ErrTakeNotFound answers a confirm or rollback of a take that is not open.
+	// ErrTakeNotFound answers a confirm or rollback of a take the queue does not know (never
+	// made, or closed longer ago than it remembers).
 	ErrTakeNotFound string `json:"errTakeNotFound"`
+	// ErrTakeExpired answers a confirm of a take whose lease ran out first.
+	ErrTakeExpired string `json:"errTakeExpired"`
+	// ErrTakeRolledBack answers a confirm of a take that was rolled back.
+	ErrTakeRolledBack string `json:"errTakeRolledBack"`
+	// ErrTakeConfirmed answers a rollback of a take that was confirmed.
+	ErrTakeConfirmed string `json:"errTakeConfirmed"`
 }
 
 //go:embed *.json
