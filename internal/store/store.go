@@ -27,6 +27,7 @@
 //	hint/<id>                        hints (internal/hint); ids are time-ordered
 //	hint-lease/<take id>             open takes awaiting confirm or rollback
 //	hint-meta/revision               hint queue revision, bumped by every hint transaction
+//	hint-take-closed/<take id>       how a closed take ended (confirmed, rolled-back, expired), TTL 10 min, so repeats are idempotent
 //	hook-turn/<session>              a hook session's turn number and turn key, with TTL (internal/hooks)
 //	pet-*/…                          Pet skills, drift marks, tasks, scope index, invocations, snapshots, runs, env values (full layout in internal/pet's package comment)
 //	lark-*/…                         Lark channel (internal/channel/lark): binding/current, allow/<open_id>, session/<id>, session-chat/<chat>, child/<id>, locus/<id>, entry/<entry>, delivery/<locus>/<seq>, inbound/<time>, dedup/{e,m}/<id> (TTL)
