@@ -31,6 +31,15 @@ import (
 // AdapterHeader marks a hook call from `pixie hook`, which wants error statuses as they are.
 const AdapterHeader = "X-Pixie-Hook-Adapter"
 
+// HintHoldHeader ("1") asks the route to leave open the take of the hints its answer carries,
+// and HintTakeHeader names that take in the answer: the caller confirms it (POST
+// /v1/hints/confirm) once the answer reached the host, or rolls it back. The command adapter
+// uses it, so that a hint is not consumed when the adapter cannot write its answer.
+const (
+	HintHoldHeader = "X-Pixie-Hint-Hold"
+	HintTakeHeader = "X-Pixie-Hint-Take"
+)
+
 // unauthenticatedHook is the answer to a hook call without a valid token.
 const unauthenticatedHook = `{"systemMessage":"Pixie: this hook call carried no valid token, so Pixie checked nothing in this step. Start the agent with PIXIE_TOKEN set to the admin token (the token file in the Pixie home, ~/.pixie/token by default); pixie doctor checks the whole set-up."}`
 
@@ -63,7 +72,11 @@ func (s *Server) hookClaudeCode(c echo.Context) error {
 	}
 	ctx, sent := later.Defer(r.Context())
 	defer sent() // work the evaluation set off starts after the answer (sendJSONBlob sends it)
-	return s.deps.Hooks.Handle(ctx, hooks.Call{Preset: c.QueryParam("preset"), Host: c.QueryParam("host")}, body, func(o hooks.Output) error {
+	call := hooks.Call{Preset: c.QueryParam("preset"), Host: c.QueryParam("host")}
+	if r.Header.Get(HintHoldHeader) == "1" {
+		call.HoldHints = func(id string) { c.Response().Header().Set(HintTakeHeader, id) }
+	}
+	return s.deps.Hooks.Handle(ctx, call, body, func(o hooks.Output) error {
 		return sendJSONBlob(c, http.StatusOK, o.Marshal())
 	})
 }

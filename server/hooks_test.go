@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/pixie-dev/pixie/internal/gate"
 	"github.com/pixie-dev/pixie/internal/hint"
@@ -275,5 +276,66 @@ func TestHookHintsOverHTTP(t *testing.T) {
 	}
 	if len(snap.Pending) != 0 {
 		t.Errorf("%d hints left pending", len(snap.Pending))
+	}
+}
+
+// TestHookRouteHoldsTheTakeWhenAsked: with X-Pixie-Hint-Hold the answer names its hint take
+// (X-Pixie-Hint-Take) and leaves it open for the caller to confirm or roll back; without it the
+// route confirms the take itself once the answer is written, and names none.
+func TestHookRouteHoldsTheTakeWhenAsked(t *testing.T) {
+	e := newHookEnv(t)
+	ctx := context.Background()
+	call := func(hold bool) (string, string) {
+		body := e.fixture(t, "post_tool_use_text", map[string]any{"session_id": "held"})
+		req, _ := http.NewRequest(http.MethodPost, e.ts.URL+"/v1/hooks/claude-code", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+testToken)
+		if hold {
+			req.Header.Set(HintHoldHeader, "1")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%d %s", resp.StatusCode, raw)
+		}
+		return resp.Header.Get(HintTakeHeader), string(raw)
+	}
+	if _, err := e.hints.Put(ctx, "held", "held hint"); err != nil {
+		t.Fatal(err)
+	}
+	take, body := call(true)
+	if take == "" || !strings.Contains(body, "held hint") {
+		t.Fatalf("held call: take %q body %s", take, body)
+	}
+	snap, _ := e.hints.Snapshot(ctx)
+	if len(snap.Consumed) != 1 || snap.Consumed[0].TakeID != take {
+		t.Fatalf("the held take is not open: %+v", snap)
+	}
+	if n, err := e.hints.Rollback(ctx, take); err != nil || n != 1 {
+		t.Fatalf("rollback: %d %v", n, err)
+	}
+	// The rolled-back hint comes with the next call; without the header it is confirmed.
+	take, body = call(false)
+	if take != "" || !strings.Contains(body, "held hint") {
+		t.Fatalf("unheld call: take %q body %s", take, body)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		snap, _ = e.hints.Snapshot(ctx)
+		if len(snap.Consumed) == 1 && snap.Consumed[0].TakeID == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the route did not confirm its take: %+v", snap)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// No hints, no take header even when asked.
+	if take, _ = call(true); take != "" {
+		t.Fatalf("a take named with nothing taken: %q", take)
 	}
 }

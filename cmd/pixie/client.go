@@ -154,7 +154,11 @@ func (c *apiClient) do(ctx context.Context, method, path string, in, out any) er
 	return c.send(req, out)
 }
 
-// send sends a prepared request with the token and decodes the answer.
+// headerReader is an answer destination that also reads the answer's headers.
+type headerReader interface{ readHeader(http.Header) }
+
+// send sends a prepared request with the token and decodes the answer (an io.Writer gets the
+// raw body; a headerReader also gets the headers).
 func (c *apiClient) send(req *http.Request, out any) error {
 	if err := c.ready(); err != nil {
 		return err
@@ -171,6 +175,9 @@ func (c *apiClient) send(req *http.Request, out any) error {
 	}
 	if resp.StatusCode/100 != 2 {
 		return c.answerError(resp.StatusCode, raw)
+	}
+	if h, ok := out.(headerReader); ok {
+		h.readHeader(resp.Header)
 	}
 	if out == nil {
 		return nil

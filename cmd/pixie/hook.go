@@ -154,16 +154,66 @@ func runHookWith(ctx context.Context, f hookArgs, stdin io.Reader, stdout, stder
 		fmt.Fprintf(stderr, "Pixie could not check this step, so it is blocked (fail-closed): %v\n", err)
 		return hookExitBlock
 	}
-	stdout.Write(bytes.TrimSpace(answer))
-	fmt.Fprintln(stdout)
+	// The answer goes out in one write, and only then are the hints it carries confirmed: when
+	// the host cannot read it (stdout closed or full), they go back to the queue for the next
+	// step instead of being consumed unseen. If the adapter dies before either, the take's
+	// lease returns them (docs/hints.md).
+	_, werr := stdout.Write(append(bytes.TrimSpace(answer.body), '\n'))
+	if answer.take == "" {
+		if werr != nil {
+			fmt.Fprintln(stderr, "pixie hook: cannot write the answer:", werr)
+			return hookExitUsage
+		}
+		return hookExitOK
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if werr != nil {
+		if _, err := answer.client.hintClose(cctx, "rollback", answer.take); err != nil {
+			fmt.Fprintf(stderr, "pixie hook: cannot write the answer (%v), and returning its hints failed (%v); they come back when their lease runs out\n", werr, err)
+		} else {
+			fmt.Fprintf(stderr, "pixie hook: cannot write the answer (%v); the hints it carried were returned to the queue\n", werr)
+		}
+		return hookExitUsage
+	}
+	if _, err := answer.client.hintClose(cctx, "confirm", answer.take); err != nil {
+		fmt.Fprintf(stderr, "pixie hook: the answer went out but confirming its hints failed (%v); they will be delivered again when their lease runs out\n", err)
+	}
 	return hookExitOK
 }
 
-// hookCall posts the input to the server within limit and returns the answer body.
-func hookCall(ctx context.Context, cf clientFlags, host, preset string, input []byte, limit time.Duration) ([]byte, error) {
+// hookAnswer is the server's answer to a hook call, and the hint take it holds open (empty
+// when the answer carries no hints).
+type hookAnswer struct {
+	body   []byte
+	take   string
+	client *apiClient
+}
+
+// hookBody collects the answer's body and its take header.
+type hookBody struct {
+	bytes.Buffer
+	take string
+}
+
+func (b *hookBody) readHeader(h http.Header) { b.take = h.Get(server.HintTakeHeader) }
+
+// hintClose confirms or rolls back a take (what is "confirm" or "rollback").
+func (c *apiClient) hintClose(ctx context.Context, what, take string) (int, error) {
+	var out struct {
+		Confirmed int `json:"confirmed"`
+		Restored  int `json:"restored"`
+	}
+	err := c.do(ctx, http.MethodPost, "/v1/hints/"+what, map[string]string{"takeId": take}, &out)
+	return out.Confirmed + out.Restored, err
+}
+
+// hookCall posts the input to the server within limit and returns the answer. It asks the
+// server to hold the answer's hint take open (the caller confirms it after writing the answer).
+func hookCall(ctx context.Context, cf clientFlags, host, preset string, input []byte, limit time.Duration) (hookAnswer, error) {
 	c, err := newClient(cf)
 	if err != nil {
-		return nil, err
+		return hookAnswer{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
@@ -174,19 +224,25 @@ func hookCall(ctx context.Context, cf clientFlags, host, preset string, input []
 	path := "/v1/hooks/claude-code?" + q.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(input))
 	if err != nil {
-		return nil, err
+		return hookAnswer{}, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(server.AdapterHeader, "1")
-	var out bytes.Buffer
+	req.Header.Set(server.HintHoldHeader, "1")
+	var out hookBody
 	if err := c.send(req, &out); err != nil {
 		if ctx.Err() == context.DeadlineExceeded {
-			return nil, fmt.Errorf("the Pixie server at %s did not answer within %s", c.base, limit)
+			return hookAnswer{}, fmt.Errorf("the Pixie server at %s did not answer within %s", c.base, limit)
 		}
-		return nil, err
+		return hookAnswer{}, err
 	}
 	if !json.Valid(out.Bytes()) {
-		return nil, fmt.Errorf("the Pixie server at %s answered something that is not JSON", c.base)
+		if out.take != "" { // nothing of it reaches the host: its hints go back
+			cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer ccancel()
+			_, _ = c.hintClose(cctx, "rollback", out.take)
+		}
+		return hookAnswer{}, fmt.Errorf("the Pixie server at %s answered something that is not JSON", c.base)
 	}
-	return out.Bytes(), nil
+	return hookAnswer{body: out.Bytes(), take: out.take, client: c}, nil
 }

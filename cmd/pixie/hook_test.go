@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pixie-dev/pixie/internal/hint"
 	"github.com/pixie-dev/pixie/internal/hooks"
 	"github.com/pixie-dev/pixie/internal/testutil"
 )
@@ -224,5 +225,69 @@ func TestHookCommandTimeout(t *testing.T) {
 	r = runHookCmd(t, hookFixture(t, "pre_tool_use", nil), env)
 	if r.code != 0 || !strings.Contains(r.stdout, "went on unchecked") || !strings.Contains(r.stderr, "within 1s") {
 		t.Fatalf("hooks.timeout from the environment: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestHookCommandRollsBackWhenItsAnswerCannotBeWritten is the attack where `pixie hook claude`
+// confirmed a take although writing its answer failed (stdout > /dev/full), so the hint was
+// consumed and never seen: the adapter now holds the take open, writes the answer, and only
+// then confirms; when the write fails it rolls the take back (exit 1, a non-blocking error),
+// and the next step delivers the hint. A hint is confirmed once, with no take left open.
+func TestHookCommandRollsBackWhenItsAnswerCannotBeWritten(t *testing.T) {
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		t.Skip("no /dev/full here:", err)
+	}
+	defer full.Close()
+	home := filepath.Join(t.TempDir(), "home")
+	p := testutil.StartServer(t, home, nil)
+	defer p.Stop(t)
+	tok := p.Token(t)
+	api := hintHTTP{url: p.URL, token: tok, c: &http.Client{Timeout: 10 * time.Second}}
+	if st, err := api.call("POST", "/v1/hints", map[string]any{"text": "read the migration notes first", "sessionId": "devfull"}, nil); err != nil || st != 200 {
+		t.Fatalf("put hint: %d %v", st, err)
+	}
+	env := append(hookEnv(), "PIXIE_SERVER_URL="+p.URL, "PIXIE_TOKEN="+tok, "PIXIE_HOME="+t.TempDir())
+	input := hookFixture(t, "post_tool_use", map[string]any{"session_id": "devfull"})
+	state := func() hint.Snapshot {
+		t.Helper()
+		var s hint.Snapshot
+		if st, err := api.call("GET", "/v1/hints/state", nil, &s); err != nil || st != 200 {
+			t.Fatalf("state: %d %v", st, err)
+		}
+		return s
+	}
+
+	for i := range 2 { // twice: a rolled-back hint is not lost to a second failed write either
+		cmd := exec.Command(testutil.PixieBinary(t), "hook", "claude")
+		cmd.Env, cmd.Stdin, cmd.Stdout = env, bytes.NewReader(input), full
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(errb.String(), "returned to the queue") {
+			t.Fatalf("run %d > /dev/full: %v\n%s", i, err, errb.String())
+		}
+		if s := state(); len(s.Pending) != 1 || s.Pending[0].Text != "read the migration notes first" || len(s.Consumed) != 0 {
+			t.Fatalf("run %d: the hint is not pending after the failed write: %+v", i, s)
+		}
+	}
+
+	r := runHookCmd(t, input, []string{"PIXIE_SERVER_URL=" + p.URL, "PIXIE_TOKEN=" + tok, "PIXIE_HOME=" + t.TempDir()})
+	if r.code != 0 || !strings.Contains(r.stdout, "read the migration notes first") {
+		t.Fatalf("next step: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	s := state()
+	if len(s.Pending) != 0 || len(s.Consumed) != 1 || s.Consumed[0].TakeID != "" {
+		t.Fatalf("after a written answer the hint is not confirmed: %+v", s)
+	}
+	if r := runHookCmd(t, input, []string{"PIXIE_SERVER_URL=" + p.URL, "PIXIE_TOKEN=" + tok, "PIXIE_HOME=" + t.TempDir()}); strings.Contains(r.stdout, "migration notes") {
+		t.Fatalf("delivered twice: %s", r.stdout)
+	}
+	// An answer without hints that cannot be written is an error too, not a silent success.
+	cmd := exec.Command(testutil.PixieBinary(t), "hook", "claude")
+	cmd.Env, cmd.Stdin, cmd.Stdout = env, bytes.NewReader(input), full
+	if err := cmd.Run(); err == nil {
+		t.Fatal("a failed write of a hint-less answer exited 0")
 	}
 }

@@ -94,6 +94,12 @@ type Call struct {
 	// Host is HostClaudeCode or HostCodex (also "claude"); empty means inferred from the
 	// input (see the package comment).
 	Host string
+	// HoldHints, when set, leaves open the take of the hints the answer carries: it is told
+	// the take's id before deliver runs, and the caller confirms or rolls the take back itself
+	// once the answer reached the host (the command adapter, whose write to the host can still
+	// fail after the server answered). A take it never closes returns after the lease. A
+	// deliver that fails still rolls the take back.
+	HoldHints func(takeID string)
 }
 
 // Handle answers one hook call: input is the hook input JSON. It calls deliver with the output,
@@ -163,8 +169,12 @@ func (s *Service) Handle(ctx context.Context, call Call, input []byte, deliver f
 			take = hint.Take{}
 		}
 	}
+	held := take.ID != "" && call.HoldHints != nil
+	if held {
+		call.HoldHints(take.ID)
+	}
 	derr := deliver(out)
-	if take.ID != "" {
+	if take.ID != "" && (!held || derr != nil) {
 		s.finishTake(ctx, take.ID, derr == nil)
 	}
 	return derr
