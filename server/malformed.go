@@ -93,7 +93,7 @@ func rewriteNetHTTPError(p []byte) ([]byte, bool) {
 	switch status {
 	case http.StatusBadRequest:
 		if body == "400 Bad Request" {
-			msg = "malformed request: the request line or its URL does not parse (for example a bad %-escape such as %zz)"
+			msg = "malformed request: the request line, its URL or a header line does not parse (for example a bad %-escape such as %zz)"
 		} else if _, detail, ok := strings.Cut(body, ": "); ok {
 			msg = "malformed request: " + detail
 		}
