@@ -69,6 +69,14 @@ func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *stor
 	if err := sandbox.Probe(); err != nil {
 		sandboxInfo["error"] = err.Error()
 	}
+	if bx != nil {
+		// How a run's processes are contained: namespaces, or the subreaper fallback and why.
+		if iso := bx.Isolation(); iso.Namespaces {
+			sandboxInfo["processes"] = "namespaces"
+		} else {
+			sandboxInfo["processes"], sandboxInfo["processesReason"] = "subreaper", iso.Reason
+		}
+	}
 	info["sandbox"] = sandboxInfo
 	// WASM modules: the registry (<home>/blobs) and their executor (compile cache <home>/cache/wasm).
 	mods, err := newModules(ctx, cfg, log, st, rules, info)

@@ -27,6 +27,7 @@ import (
 	"github.com/pixie-dev/pixie/runtime"
 	"github.com/pixie-dev/pixie/runtime/bash"
 	"github.com/pixie-dev/pixie/runtime/modules"
+	"github.com/pixie-dev/pixie/runtime/sandbox"
 	"github.com/pixie-dev/pixie/runtime/wasm"
 	"github.com/pixie-dev/pixie/server"
 )
@@ -233,7 +234,8 @@ func newStack(t testing.TB, o stackOptions) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.x.Close(ctx) })
-	bx, err := bash.New(bash.Config{PixieBinDir: filepath.Dir(testutil.PixieBinary(t))})
+	// Scripts run through the real binary's sandbox verb, as the server's do.
+	bx, err := bash.New(bash.Config{PixieBinDir: filepath.Dir(testutil.PixieBinary(t)), Sandbox: []string{testutil.PixieBinary(t), sandbox.Verb}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,15 +3,17 @@
 // the run contract's target on stdin, the PIXIE_* variables in a clean environment, and the
 // `pixie` helper first on PATH, and answers with the exit code and the capped stdout.
 //
-// Sandboxing is done by runtime/sandbox: for the read-only and workspace-write policies the
-// executor starts the pixie binary's hidden sandbox verb, which confines itself with Landlock
-// and then execs bash; where Landlock cannot enforce the policy the run fails closed with
-// runtime.ErrUnsupported. The full policy runs bash directly. docs/sandbox.md describes the
-// policies and the environment a script sees.
+// Every run goes through runtime/sandbox: the executor starts the pixie binary's hidden sandbox
+// verb, which contains the run's processes (PID and mount namespaces where the machine allows
+// it, a child subreaper elsewhere), confines them with Landlock under the read-only and
+// workspace-write policies (failing closed with runtime.ErrUnsupported where that cannot be
+// enforced), starts bash and stays as the run's init. docs/sandbox.md describes the policies,
+// the containment and the environment a script sees.
 //
-// Each run is its own process group. At the time limit, on cancellation, or as soon as stdout
-// passes its cap, the whole group is killed; when the script ends, whatever it left running in
-// its group is killed too, so background children never outlive the run.
+// At the time limit, on cancellation, or as soon as stdout passes its cap, the run is stopped:
+// every process it started is killed, setsid, double-forked and daemonised ones included; when
+// the script ends, whatever it left running is killed too; and when the server dies, SIGKILL
+// included, the verb's parent-death signal ends the run the same way.
 package bash
 
 import (
@@ -24,9 +26,11 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/internal/scratch"
 	"github.com/pixie-dev/pixie/runtime"
 	"github.com/pixie-dev/pixie/runtime/sandbox"
 	"github.com/pixie-dev/pixie/sdk/abi"
@@ -54,18 +58,21 @@ type Config struct {
 	// by sandbox.Verb, which cmd/pixie dispatches to sandbox.Main.
 	Sandbox []string
 	// PixieBinDir is a directory holding an executable named pixie (the helper), put first on
-	// the script's PATH. Empty means a private directory, created by New and removed by Close,
-	// holding a symbolic link named pixie to this binary.
+	// the script's PATH. Empty means the executor's private directory (see TempDir), which then
+	// holds a symbolic link named pixie to this binary.
 	PixieBinDir string
 	// Path is the rest of the script's PATH, after PixieBinDir. Empty means the server's own
 	// PATH (directory names are not secrets; tools such as jq and git are found where the
 	// user installed them), or "/usr/local/bin:/usr/bin:/bin" when that is empty too.
 	Path string
-	// Hidden are directories a sandboxed script may not read (the server's data directory,
-	// which holds its tokens). They do not apply to the full policy.
+	// Hidden are directories a sandboxed script may neither read nor write, through any of
+	// their aliases (the Pixie home, which holds the admin token, the credentials, the store and
+	// the blobs). They do not apply to the full policy.
 	Hidden []string
-	// TempDir is where each run's private temporary directory (the script's TMPDIR) is
-	// created. Empty means os.TempDir().
+	// TempDir is where the executor makes its private directory, pixie-bin-<random> (mode 0700,
+	// locked while the executor lives, removed by Close, and removed by the next New if a
+	// killed server left it behind), which holds each run's private temporary directory (the
+	// script's TMPDIR). Empty means os.TempDir().
 	TempDir string
 	// MaxOutput caps stdout in bytes; a script that writes more is killed and the run fails
 	// with runtime.ErrOutputTooLarge. Zero means abi.MaxOutputSize (256 KB).
@@ -83,19 +90,20 @@ type Config struct {
 
 // Executor runs hook scripts. It is safe for concurrent use.
 type Executor struct {
-	bash      string
-	sandbox   []string
-	binDir    string
-	ownBinDir bool
-	readable  []string // the helper and its target, readable even inside Hidden
-	path      string
-	baseEnv   []string
-	hidden    []string
-	tempDir   string
-	maxOut    int
-	maxErr    int
-	grace     time.Duration
-	minABI    int
+	bash     string
+	sandbox  []string
+	scratch  *scratch.Dir
+	binDir   string
+	iso      sandbox.Isolation
+	readable []string // the helper and its target, readable even inside Hidden
+	path     string
+	baseEnv  []string
+	hidden   []string
+	tempDir  string
+	maxOut   int
+	maxErr   int
+	grace    time.Duration
+	minABI   int
 }
 
 var _ runtime.Executor = (*Executor)(nil)
@@ -183,18 +191,20 @@ func New(cfg Config) (*Executor, error) {
 		}
 	}
 
+	// Old layouts left per-run directories beside the helper directory.
+	scratch.Clean(e.tempDir, legacyRunPrefix)
+	if e.scratch, err = scratch.Open(e.tempDir, scratchPrefix); err != nil {
+		return nil, fmt.Errorf("bash executor: private directory: %w", err)
+	}
 	if cfg.PixieBinDir == "" {
-		dir, err := os.MkdirTemp(e.tempDir, "pixie-bin-")
-		if err != nil {
-			return nil, fmt.Errorf("bash executor: helper directory: %w", err)
-		}
-		if err := os.Symlink(self, filepath.Join(dir, "pixie")); err != nil {
-			_ = os.RemoveAll(dir)
+		if err := os.Symlink(self, filepath.Join(e.scratch.Path(), "pixie")); err != nil {
+			e.Close()
 			return nil, fmt.Errorf("bash executor: helper link: %w", err)
 		}
-		e.binDir, e.ownBinDir = dir, true
+		e.binDir = e.scratch.Path()
 	} else {
 		if !filepath.IsAbs(cfg.PixieBinDir) {
+			e.Close()
 			return nil, errs.New(errs.Invalid, "bash executor: helper directory %q is not absolute", cfg.PixieBinDir)
 		}
 		e.binDir = filepath.Clean(cfg.PixieBinDir)
@@ -211,14 +221,39 @@ func New(cfg Config) (*Executor, error) {
 		e.Close()
 		return nil, errs.Wrap(errs.Invalid, err, "bash executor: helper %s: %v", helper, err)
 	}
-	e.readable = []string{e.binDir, target}
+	e.readable = []string{helper, target}
+	e.iso = detect(e.sandbox)
 	return e, nil
 }
 
-// Close removes the private helper directory New created, if any.
+// Prefixes of the executor's private directory, and of the per-run directories older versions
+// made beside it.
+const (
+	scratchPrefix   = "pixie-bin-"
+	legacyRunPrefix = "pixie-run-"
+)
+
+// Isolation reports how this executor contains the processes of a run (sandbox.Detect).
+func (e *Executor) Isolation() sandbox.Isolation { return e.iso }
+
+// detected caches sandbox.Detect per sandbox command: it is a fact of the machine, and costs a
+// start of the binary.
+var detected sync.Map // string → sandbox.Isolation
+
+func detect(command []string) sandbox.Isolation {
+	key := strings.Join(command, "\x00")
+	if v, ok := detected.Load(key); ok {
+		return v.(sandbox.Isolation)
+	}
+	iso := sandbox.Detect(command)
+	detected.Store(key, iso)
+	return iso
+}
+
+// Close removes the executor's private directory.
 func (e *Executor) Close() error {
-	if e.ownBinDir {
-		return os.RemoveAll(e.binDir)
+	if e.scratch != nil {
+		return e.scratch.Close()
 	}
 	return nil
 }
@@ -237,27 +272,24 @@ func (e *Executor) Run(ctx context.Context, req runtime.Request) (runtime.Result
 	if timeout == 0 {
 		timeout = DefaultTimeout
 	}
-	tmp, err := os.MkdirTemp(e.tempDir, "pixie-run-")
+	tmp, err := os.MkdirTemp(e.scratch.Path(), "run-")
 	if err != nil {
 		return failed, errs.Wrap(errs.Internal, err, "script temporary directory: %v", err)
 	}
 	defer os.RemoveAll(tmp)
 
-	argv := []string{e.bash, req.Ref}
-	sandboxed := req.Policy != runtime.PolicyFull
-	if sandboxed {
-		o := sandbox.Options{
-			Policy:   req.Policy,
-			Cwd:      req.Cwd,
-			Writable: []string{tmp},
-			Readable: append([]string{req.Ref}, e.readable...),
-			Hidden:   e.hidden,
-			MinABI:   e.minABI,
-			StatusFD: 3,
-		}
-		argv = append(append([]string(nil), e.sandbox...), o.Args(e.bash, req.Ref)...)
+	o := sandbox.Options{
+		Policy:     req.Policy,
+		Cwd:        req.Cwd,
+		Writable:   []string{tmp},
+		Readable:   append([]string{req.Ref}, e.readable...),
+		Hidden:     e.hidden,
+		MinABI:     e.minABI,
+		Namespaces: e.iso.Namespaces,
+		StatusFD:   3,
 	}
-	return e.run(ctx, argv, sandboxed, e.env(req, tmp), req, timeout)
+	argv := append(append([]string(nil), e.sandbox...), o.Args(e.bash, req.Ref)...)
+	return e.run(ctx, argv, e.env(req, tmp), req, timeout)
 }
 
 // check validates req in place (cleaning its paths).

@@ -260,31 +260,69 @@ func TestStderrCap(t *testing.T) {
 	}
 }
 
-// spawner starts background children in several ways, prints their pids on stderr, then
-// waits forever (or ends, with end).
-const spawner = `sleep 1000 & echo "pid $!" >&2
-( sleep 1000 & echo "pid $!" >&2 )
-sleep 1000 | sleep 1000 &
-echo "pid $!" >&2
+// escapes starts one process, named $MARK, in each way a process can try to outlive its
+// script: in the background, in a background subshell, both ends of a background pipeline,
+// under setsid, double-forked (its parent exits at once), under nohup, and as a daemon (setsid,
+// fds closed, double fork). Each touches $TMPDIR/started.N first; the script waits for all of
+// them, prints "ready", then runs what follows.
+const escapes = `m() { exec bash -c ': > "$TMPDIR/started.$1"; exec -a "$MARK" sleep 1000' x "$1"; }
+m 1 &
+( m 2 & )
+m 3 | m 4 &
+setsid bash -c "$(declare -f m); m 5" &
+( ( m 6 & ) & )
+nohup bash -c "$(declare -f m); m 7" >/dev/null 2>&1 &
+setsid bash -c "exec </dev/null >/dev/null 2>&1; $(declare -f m); ( m 8 & ) " &
+for i in 1 2 3 4 5 6 7 8; do while [ ! -e "$TMPDIR/started.$i" ]; do sleep 0.01; done; done
 echo ready
 `
 
-func pids(t *testing.T, stderr string) []int {
-	t.Helper()
+// escapeCount is how many processes escapes starts.
+const escapeCount = 8
+
+// mark returns a name no other process has, for $MARK.
+func mark(t *testing.T) string {
+	return fmt.Sprintf("pixie-escape-%d-%d", os.Getpid(), time.Now().UnixNano())
+}
+
+// marked lists the live processes (anywhere on the machine, whatever their namespace) whose
+// name is m.
+func marked(m string) []int {
+	entries, _ := os.ReadDir("/proc")
 	var out []int
-	for _, line := range strings.Split(stderr, "\n") {
-		if s, ok := strings.CutPrefix(line, "pid "); ok {
-			n, err := strconv.Atoi(s)
-			if err != nil {
-				t.Fatalf("bad pid line %q", line)
-			}
-			out = append(out, n)
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		raw, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		if arg0, _, _ := strings.Cut(string(raw), "\x00"); arg0 == m && alive(pid) {
+			out = append(out, pid)
 		}
 	}
-	if len(out) != 3 {
-		t.Fatalf("want 3 child pids in stderr, got %q", stderr)
-	}
 	return out
+}
+
+// requireNoneLeft fails unless every process named m is gone within a few seconds.
+func requireNoneLeft(t *testing.T, m string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		left := marked(m)
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			for _, pid := range left {
+				_ = killPid(pid)
+			}
+			t.Fatalf("%d processes (%v) still run after the run ended", len(left), left)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // alive reports whether pid runs (a zombie waiting for init counts as dead).
@@ -298,53 +336,125 @@ func alive(pid int) bool {
 	return i < 0 || i+2 >= len(s) || (s[i+2] != 'Z' && s[i+2] != 'X')
 }
 
-func requireDead(t *testing.T, ps []int) {
+// runEscapes runs escapes followed by then, and returns the Run's outcome once it has seen every
+// escaped process alive while the run went on (so the test cannot pass by starting nothing).
+// release, when set, is called after they were seen (it lets the script end).
+func runEscapes(t *testing.T, e *Executor, req runtime.Request, m string, release func()) (runtime.Result, error) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for _, pid := range ps {
-		for alive(pid) {
-			if time.Now().After(deadline) {
-				t.Fatalf("child %d still runs after the run ended", pid)
-			}
-			time.Sleep(10 * time.Millisecond)
+	req.Vars = map[string]string{"MARK": m}
+	type ran struct {
+		res runtime.Result
+		err error
+	}
+	done := make(chan ran, 1)
+	go func() {
+		res, err := e.Run(context.Background(), req)
+		done <- ran{res, err}
+	}()
+	deadline := time.Now().Add(15 * time.Second)
+	for len(marked(m)) < escapeCount {
+		select {
+		case r := <-done:
+			t.Fatalf("the run ended before all %d escapes ran (%d seen): %+v, %v", escapeCount, len(marked(m)), r.res, r.err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d escaped processes started", len(marked(m)), escapeCount)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if release != nil {
+		release()
+	}
+	r := <-done
+	return r.res, r.err
+}
+
+// isolations returns executors for each way this machine can contain a run: with namespaces
+// (when Detect found them) and, always, without (the verb as a subreaper).
+func isolations(t *testing.T, cfg Config) map[string]*Executor {
+	e := newExecutor(t, cfg)
+	out := map[string]*Executor{}
+	if e.Isolation().Namespaces {
+		out["namespaces"] = e
+	} else {
+		t.Logf("no namespaces here: %s", e.Isolation().Reason)
+	}
+	sub := newExecutor(t, cfg)
+	sub.iso = sandbox.Isolation{Reason: "forced by the test"}
+	out["subreaper"] = sub
+	return out
+}
+
+func TestEveryEscapedProcessEndsWithItsScript(t *testing.T) {
+	for name, e := range isolations(t, Config{}) {
+		for _, p := range policies(t) {
+			t.Run(name+"/"+string(p), func(t *testing.T) {
+				m, cwd := mark(t), t.TempDir()
+				// The script ends (exit 10) once the test has seen the escapes and dropped ./go.
+				ref := script(t, escapes+`while [ ! -e go ]; do sleep 0.01; done; exit 10`)
+				res, err := runEscapes(t, e, request(ref, cwd, p), m, func() {
+					if err := os.WriteFile(filepath.Join(cwd, "go"), nil, 0o644); err != nil {
+						t.Error(err)
+					}
+				})
+				if err != nil || res.ExitCode != abi.ExitSkip || res.Stdout != "ready" {
+					t.Fatalf("Run = %+v, %v", res, err)
+				}
+				requireNoneLeft(t, m)
+			})
 		}
 	}
 }
 
-func TestTimeoutKillsTheProcessGroup(t *testing.T) {
+func TestTimeoutEndsEveryProcess(t *testing.T) {
 	type variant struct {
 		policy runtime.Policy
 		grace  time.Duration
 	}
-	var variants []variant
-	for _, p := range policies(t) {
-		variants = append(variants, variant{p, 0})
+	// The last policy (workspace-write when Landlock is here) and full, with and without a
+	// grace period: each run waits out its time limit, so they run in parallel.
+	ps := policies(t)
+	variants := []variant{{runtime.PolicyFull, 0}, {runtime.PolicyFull, 50 * time.Millisecond}}
+	if last := ps[len(ps)-1]; last != runtime.PolicyFull {
+		variants = append(variants, variant{last, 0})
 	}
-	variants = append(variants, variant{runtime.PolicyFull, 50 * time.Millisecond})
 	for _, v := range variants {
-		t.Run(fmt.Sprintf("%s/grace %s", v.policy, v.grace), func(t *testing.T) {
-			e := newExecutor(t, Config{KillGrace: v.grace})
-			req := request(script(t, spawner+"sleep 1000"), t.TempDir(), v.policy)
-			// Long enough for a slow (race-instrumented, loaded) machine to start everything.
-			req.Timeout = time.Second
-			res, err := e.Run(context.Background(), req)
-			if !errors.Is(err, runtime.ErrTimeout) || errs.CodeOf(err) != errs.Timeout {
-				t.Fatalf("err = %v (code %s), want ErrTimeout", err, errs.CodeOf(err))
-			}
-			requireDead(t, pids(t, res.Stderr))
-		})
+		for name, e := range isolations(t, Config{KillGrace: v.grace}) {
+			t.Run(fmt.Sprintf("%s/%s/grace %s", name, v.policy, v.grace), func(t *testing.T) {
+				t.Parallel()
+				m := mark(t)
+				req := request(script(t, escapes+"sleep 1000"), t.TempDir(), v.policy)
+				// Long enough for a slow (race-instrumented, loaded) machine to start everything.
+				req.Timeout = 4 * time.Second
+				_, err := runEscapes(t, e, req, m, nil)
+				if !errors.Is(err, runtime.ErrTimeout) || errs.CodeOf(err) != errs.Timeout {
+					t.Fatalf("err = %v (code %s), want ErrTimeout", err, errs.CodeOf(err))
+				}
+				requireNoneLeft(t, m)
+			})
+		}
 	}
 }
 
-func TestCancelKillsTheProcessGroup(t *testing.T) {
+func TestCancelEndsEveryProcess(t *testing.T) {
 	e := newExecutor(t, Config{})
+	m := mark(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(time.Second, cancel)
-	res, err := e.Run(ctx, request(script(t, spawner+"sleep 1000"), t.TempDir(), runtime.PolicyFull))
+	defer cancel()
+	req := request(script(t, escapes+"sleep 1000"), t.TempDir(), runtime.PolicyFull)
+	req.Vars = map[string]string{"MARK": m}
+	go func() {
+		for len(marked(m)) < escapeCount {
+			time.Sleep(10 * time.Millisecond)
+		}
+		cancel()
+	}()
+	_, err := e.Run(ctx, req)
 	if !errors.Is(err, context.Canceled) || errors.Is(err, runtime.ErrTimeout) {
 		t.Fatalf("err = %v, want context.Canceled", err)
 	}
-	requireDead(t, pids(t, res.Stderr))
+	requireNoneLeft(t, m)
 
 	// A caller's deadline is a timeout too.
 	ctx, cancel = context.WithTimeout(context.Background(), 300*time.Millisecond)
@@ -354,57 +464,36 @@ func TestCancelKillsTheProcessGroup(t *testing.T) {
 	}
 }
 
-func TestBackgroundChildrenDoNotOutliveTheRun(t *testing.T) {
-	// The children keep stdout open; the run must still end when the script does.
-	e := newExecutor(t, Config{})
-	res, err := e.Run(context.Background(), request(script(t, spawner+"exit 10"), t.TempDir(), runtime.PolicyFull))
-	if err != nil || res.ExitCode != abi.ExitSkip || res.Stdout != "ready" {
-		t.Fatalf("Run = %+v, %v", res, err)
-	}
-	requireDead(t, pids(t, res.Stderr))
-}
-
 func TestEscapedChildDoesNotHangTheRun(t *testing.T) {
-	if _, err := exec.LookPath("setsid"); err != nil {
-		t.Skip("no setsid here")
-	}
 	e := newExecutor(t, Config{})
-	// setsid leaves the process group, so it survives the run (a documented limit), but its
-	// open stdout must not keep the run waiting for more than the pipe grace period.
-	ref := script(t, `setsid sh -c 'echo "pid $$" >&2; : > "$TMPDIR/started"; exec sleep 1000' &
+	// A setsid child that keeps stdout open: the run ends when the script does, and the child
+	// with it.
+	m := mark(t)
+	ref := script(t, `setsid bash -c ': > "$TMPDIR/started"; exec -a "$MARK" sleep 1000' &
 while [ ! -e "$TMPDIR/started" ]; do sleep 0.01; done
 echo done`)
+	req := request(ref, t.TempDir(), runtime.PolicyFull)
+	req.Vars = map[string]string{"MARK": m}
 	start := time.Now()
-	res, err := e.Run(context.Background(), request(ref, t.TempDir(), runtime.PolicyFull))
-	elapsed := time.Since(start)
-	var escaped int
-	for _, line := range strings.Split(res.Stderr, "\n") {
-		if s, ok := strings.CutPrefix(line, "pid "); ok {
-			escaped, _ = strconv.Atoi(s)
-		}
-	}
-	if escaped <= 0 {
-		t.Fatalf("no pid from the escaped child: %q", res.Stderr)
-	}
-	defer func() { _ = killPid(escaped) }()
+	res, err := e.Run(context.Background(), req)
 	if err != nil || res.ExitCode != 0 || res.Stdout != "done" {
 		t.Fatalf("Run = %+v, %v", res, err)
 	}
-	if !alive(escaped) {
-		t.Fatal("the escaped child is gone; the test did not exercise an open pipe")
-	}
-	if elapsed > 10*time.Second {
+	if elapsed := time.Since(start); elapsed > 10*time.Second {
 		t.Fatalf("the run waited %s for a pipe held by an escaped child", elapsed)
 	}
+	requireNoneLeft(t, m)
 }
 
 func killPid(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }
 
 func TestKilledBySignalIsAnError(t *testing.T) {
 	e := newExecutor(t, Config{})
-	_, err := e.Run(context.Background(), request(script(t, "kill -KILL $$"), t.TempDir(), runtime.PolicyFull))
-	if !errors.Is(err, runtime.ErrTrap) || !strings.Contains(err.Error(), "killed") {
-		t.Fatalf("err = %v, want ErrTrap", err)
+	for _, p := range policies(t) {
+		_, err := e.Run(context.Background(), request(script(t, "kill -KILL $$"), t.TempDir(), p))
+		if !errors.Is(err, runtime.ErrTrap) || !strings.Contains(err.Error(), "killed by signal killed") {
+			t.Fatalf("%s: err = %v, want ErrTrap", p, err)
+		}
 	}
 }
 

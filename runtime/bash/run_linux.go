@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	goruntime "runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -33,9 +34,13 @@ const (
 	stopOverflow
 )
 
-// run starts argv as its own process group, feeds it the target, supervises it and turns the
-// outcome into a Result or an error.
-func (e *Executor) run(ctx context.Context, argv []string, sandboxed bool, env []string, req runtime.Request, timeout time.Duration) (runtime.Result, error) {
+// stopWait bounds how long a verb without namespaces gets to kill the run's processes after
+// sandbox.SignalStop before its process group is killed outright.
+const stopWait = 5 * time.Second
+
+// run starts the sandbox verb (argv), feeds it the target, supervises it and turns the outcome
+// into a Result or an error.
+func (e *Executor) run(ctx context.Context, argv []string, env []string, req runtime.Request, timeout time.Duration) (runtime.Result, error) {
 	overflow := make(chan struct{})
 	var overflowOnce sync.Once
 	stdout := &capWriter{max: e.maxOut, onOver: func() { overflowOnce.Do(func() { close(overflow) }) }}
@@ -49,39 +54,35 @@ func (e *Executor) run(ctx context.Context, argv []string, sandboxed bool, env [
 		Stdin:       strings.NewReader(req.Target),
 		Stdout:      stdout,
 		Stderr:      stderr,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+		SysProcAttr: e.iso.Attr(),
 		WaitDelay:   waitDelay,
 	}
-	var statusR *os.File
-	if sandboxed {
-		r, w, err := os.Pipe()
-		if err != nil {
-			return failed, errs.Wrap(errs.Internal, err, "status pipe: %v", err)
-		}
-		defer r.Close()
-		statusR = r
-		cmd.ExtraFiles = []*os.File{w}
-		defer w.Close()
+	statusR, w, err := os.Pipe()
+	if err != nil {
+		return failed, errs.Wrap(errs.Internal, err, "status pipe: %v", err)
 	}
+	defer statusR.Close()
+	cmd.ExtraFiles = []*os.File{w}
+	defer w.Close()
 
 	runCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	// The verb's parent-death signal fires when the thread that started it ends, not the
+	// process: keep this goroutine on its thread until the run is over.
+	goruntime.LockOSThread()
+	defer goruntime.UnlockOSThread()
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return failed, errs.Wrap(errs.Unavailable, err, "starting the script: %v", err)
 	}
 	pid := cmd.Process.Pid
+	// Our copy of the write end must go, or the read below never ends.
+	_ = w.Close()
 	status := make(chan []byte, 1)
-	if sandboxed {
-		// Our copy of the write end must go, or the read below never ends.
-		_ = cmd.ExtraFiles[0].Close()
-		go func() {
-			b, _ := io.ReadAll(io.LimitReader(statusR, 4096))
-			status <- b
-		}()
-	} else {
-		status <- nil
-	}
+	go func() {
+		b, _ := io.ReadAll(io.LimitReader(statusR, 4096))
+		status <- b
+	}()
 
 	exited := make(chan struct{})
 	go func() {
@@ -104,14 +105,16 @@ func (e *Executor) run(ctx context.Context, argv []string, sandboxed bool, env [
 		e.stop(pid, exited)
 	}
 	duration := time.Since(start)
-	// The leader has exited but is not reaped yet, so its process group id cannot have been
-	// reused: kill whatever the script left running in its group.
+	// The verb has exited but is not reaped yet, so its process group id cannot have been
+	// reused: kill whatever is left in its group (nothing, normally: the verb has ended every
+	// process of the run).
 	_ = syscall.Kill(-pid, syscall.SIGKILL)
 	waitErr := cmd.Wait()
 	statusMsg := <-status
 
 	res := runtime.Result{ExitCode: -1, Stderr: stderr.String(), Duration: duration}
-	if err := sandbox.DecodeStatus(statusMsg); err != nil {
+	signal, err := sandbox.DecodeStatus(statusMsg)
+	if err != nil {
 		return res, err
 	}
 	// Checked after Wait, when all output has been copied: a script that writes too much and
@@ -125,15 +128,20 @@ func (e *Executor) run(ctx context.Context, argv []string, sandboxed bool, env [
 	case stopCancel:
 		return res, errs.Wrap(errs.Unavailable, ctx.Err(), "script run cancelled")
 	}
+	if signal > 0 {
+		return res, errs.Wrap(errs.Unprocessable, runtime.ErrTrap, "script was killed by signal %s", syscall.Signal(signal))
+	}
 	ps := cmd.ProcessState
 	if ps == nil {
 		return res, errs.Wrap(errs.Internal, waitErr, "script: %v", waitErr)
 	}
 	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return res, errs.Wrap(errs.Unprocessable, runtime.ErrTrap, "script was killed by signal %s", ws.Signal())
+		// The verb itself was killed, not by us (the kernel's OOM killer, or a script that
+		// could signal it).
+		return res, errs.Wrap(errs.Unprocessable, runtime.ErrTrap, "the script's sandbox was killed by signal %s", ws.Signal())
 	}
-	// A non-zero exit is an answer, not an error; ErrWaitDelay only means a process that left
-	// the group still held the output pipes when the script ended.
+	// A non-zero exit is an answer, not an error; ErrWaitDelay only means something still held
+	// the output pipes when the verb ended.
 	var ee *exec.ExitError
 	if waitErr != nil && !errors.As(waitErr, &ee) && !errors.Is(waitErr, exec.ErrWaitDelay) {
 		return res, errs.Wrap(errs.Internal, waitErr, "script: %v", waitErr)
@@ -143,11 +151,13 @@ func (e *Executor) run(ctx context.Context, argv []string, sandboxed bool, env [
 	return res, nil
 }
 
-// stop kills the process group: SIGTERM first when a grace period is configured, then SIGKILL.
-// It returns once the leader has exited.
+// stop ends the run: SIGTERM to every process first when a grace period is configured (the verb
+// passes it on), then every process killed: in namespaces by killing the verb (the kernel
+// kills the rest of its PID namespace), otherwise by sandbox.SignalStop, after which the verb
+// kills its descendants and exits. It returns once the verb has exited.
 func (e *Executor) stop(pid int, exited <-chan struct{}) {
 	if e.grace > 0 {
-		_ = syscall.Kill(-pid, syscall.SIGTERM)
+		_ = syscall.Kill(pid, syscall.SIGTERM)
 		t := time.NewTimer(e.grace)
 		select {
 		case <-exited:
@@ -155,6 +165,16 @@ func (e *Executor) stop(pid int, exited <-chan struct{}) {
 		}
 		t.Stop()
 	}
+	if !e.iso.Namespaces {
+		_ = syscall.Kill(pid, sandbox.SignalStop)
+		t := time.NewTimer(stopWait)
+		select {
+		case <-exited:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	_ = syscall.Kill(pid, syscall.SIGKILL)
 	_ = syscall.Kill(-pid, syscall.SIGKILL)
 	<-exited
 }

@@ -14,6 +14,6 @@ func supported() error {
 	return errs.Wrap(errs.Unavailable, runtime.ErrUnsupported, "%s: bash scripts run only on Linux", runtime.ErrUnsupported)
 }
 
-func (e *Executor) run(context.Context, []string, bool, []string, runtime.Request, time.Duration) (runtime.Result, error) {
+func (e *Executor) run(context.Context, []string, []string, runtime.Request, time.Duration) (runtime.Result, error) {
 	return failed, supported()
 }

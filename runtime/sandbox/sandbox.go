@@ -1,15 +1,32 @@
-// Package sandbox owns the re-exec side of the bash executor: the hidden `pixie __sandbox` verb
-// that confines itself with Linux Landlock according to a session's sandbox policy and then
-// replaces itself (execve) with the program it was asked to run, normally bash and a hook
-// script. Because Landlock restricts the calling thread and everything it executes afterwards,
-// the server never restricts itself: each run pays one extra exec of the pixie binary.
+// Package sandbox owns the hidden `pixie __sandbox` verb that every hook script and script Skill
+// runs under: it contains the run's processes, confines them according to the session's sandbox
+// policy, starts the program (normally bash and a hook script) and stays behind as the run's
+// init process until the program ends. Because Landlock restricts the calling thread and what it
+// starts, the server never restricts itself: each run pays one extra exec of the pixie binary.
+//
+// Processes (docs/sandbox.md, "Processes"). Where the machine allows it (Detect), the parent
+// starts the verb in new PID and mount namespaces (and a user namespace when the server is not
+// root), with SIGKILL as its parent-death signal: the verb is PID 1 of the run, and when it
+// exits, is killed, or the server dies (SIGKILL included), the kernel kills every process of
+// the namespace, setsid, double-forked and daemonised children too. Elsewhere the verb is a
+// child subreaper whose parent-death signal is SignalStop: it kills every descendant when the
+// program ends, when the parent sends SignalStop, and when the server dies, and only a process
+// that kills the verb itself with SIGKILL first can leave descendants behind.
 //
 // Policies (docs/sandbox.md has the full table):
 //
-//   - read-only: read and execute everywhere (except Hidden paths); write only to /dev/null
-//     and to the run's private temporary directory (Writable).
-//   - workspace-write: as read-only, plus full write access beneath the session's cwd.
-//   - full: no Landlock at all.
+//   - read-only: read and execute everywhere except the Hidden directories and every alias of
+//     them (internal/confine: resolved paths, bind mounts, second mounts); write only to
+//     /dev/null and the run's private temporary directory (Writable).
+//   - workspace-write: as read-only, plus write access beneath the session's cwd.
+//   - full: no file-system restriction (trusted), but the same process containment.
+//
+// Paths are compared resolved, never as given. A cwd that resolves inside a Hidden directory is
+// refused. A writable tree that holds a Hidden directory (workspace-write with the cwd at or
+// above the Pixie home, "/" included) cannot be expressed in Landlock, which only adds rights,
+// so there the verb over-mounts every alias of the Hidden directory with an empty read-only
+// tmpfs in the run's private mount namespace (after binding back the script and the helper if
+// they live inside it); without a mount namespace such a run fails closed.
 //
 // The file-system policy needs Landlock ABI v3 (v1 cannot stop truncate(2) or open(O_TRUNC)),
 // configured strictly: no best-effort downgrade. Where the kernel cannot enforce the requested
@@ -18,9 +35,10 @@
 // program unsandboxed in silence.
 //
 // The parent passes the write end of a pipe as StatusFD. The verb marks it close-on-exec at
-// once, so a successful execve closes it with nothing written; any failure before execve writes
-// one status line ("unsupported: …" or "error: …") there and exits with ExitFailure. The program
-// that runs afterwards cannot reach the pipe, so it cannot forge a sandbox failure.
+// once and keeps it; the program never gets it, so it cannot forge a status. The verb writes one
+// line there only when something is to be reported: "unsupported: …" or "error: …" when it
+// failed before the program started (and then exits with ExitFailure), or "signal: N" when the
+// program was killed by signal N. Otherwise the verb exits with the program's exit status.
 package sandbox
 
 import (
@@ -55,6 +73,7 @@ const maxABI = 11
 const (
 	statusUnsupported = "unsupported: "
 	statusError       = "error: "
+	statusSignal      = "signal: "
 )
 
 // Options are the arguments of one sandboxed run.
@@ -70,16 +89,22 @@ type Options struct {
 	// Readable are files or directories readable (and executable) even when they lie inside a
 	// Hidden directory (the script itself, the pixie helper).
 	Readable []string
-	// Hidden are directories whose contents the program may not read under read-only and
-	// workspace-write (the server's data directory, which holds its tokens). Their names can
-	// still be listed. Cwd may not lie inside one.
+	// Hidden are directories whose contents the program may neither read nor change under
+	// read-only and workspace-write (the Pixie home, which holds the admin token, the
+	// credentials, the store and the blobs), through any of their aliases. Their names can
+	// still be listed. Under those policies a Cwd that resolves inside one is refused.
 	Hidden []string
 	// MinABI raises the required Landlock ABI version above MinABI; zero means MinABI.
 	MinABI int
+	// Namespaces tells the verb that its parent started it in new PID and mount namespaces
+	// (Isolation.Attr): it is PID 1 of the run and mounts a private /proc.
+	Namespaces bool
 	// StatusFD is the descriptor of the status pipe's write end in the sandbox process
 	// (normally 3, the first of exec.Cmd.ExtraFiles); zero means none, and failures are only
 	// written to stderr.
 	StatusFD int
+
+	probe bool // Detect's run: set up the namespaces, then exit
 }
 
 // Args returns the verb's arguments for o followed by the program and its arguments; the
@@ -102,23 +127,31 @@ func (o Options) Args(program string, args ...string) []string {
 	if o.MinABI != 0 {
 		out = append(out, "-min-abi", strconv.Itoa(o.MinABI))
 	}
+	if o.Namespaces {
+		out = append(out, "-ns")
+	}
 	out = append(out, "--", program)
 	return append(out, args...)
 }
 
-// DecodeStatus turns what the parent read from the status pipe into an error: nil when the
-// pipe was closed empty (the program started), an error wrapping runtime.ErrUnsupported (code
-// unavailable) when the kernel cannot enforce the policy, and an internal error otherwise.
-func DecodeStatus(status []byte) error {
+// DecodeStatus turns what the parent read from the status pipe into the program's fate: an
+// error wrapping runtime.ErrUnsupported (code unavailable) when the policy cannot be enforced
+// here, an internal error when the sandbox failed otherwise (in both cases the program never
+// ran), the signal that killed the program (signal > 0), or nothing at all when the program
+// exited by itself (its status is the verb's exit status).
+func DecodeStatus(status []byte) (signal int, err error) {
 	s := strings.TrimSpace(string(status))
 	switch {
 	case s == "":
-		return nil
+		return 0, nil
 	case strings.HasPrefix(s, statusUnsupported):
-		return errs.Wrap(errs.Unavailable, runtime.ErrUnsupported, "%s: %s", runtime.ErrUnsupported, strings.TrimPrefix(s, statusUnsupported))
-	default:
-		return errs.New(errs.Internal, "sandbox: %s", strings.TrimPrefix(s, statusError))
+		return 0, errs.Wrap(errs.Unavailable, runtime.ErrUnsupported, "%s: %s", runtime.ErrUnsupported, strings.TrimPrefix(s, statusUnsupported))
+	case strings.HasPrefix(s, statusSignal):
+		if n, err := strconv.Atoi(strings.TrimPrefix(s, statusSignal)); err == nil && n > 0 {
+			return n, nil
+		}
 	}
+	return 0, errs.New(errs.Internal, "sandbox: %s", strings.TrimPrefix(s, statusError))
 }
 
 // unsupportedError marks a failure caused by missing kernel support.
@@ -130,20 +163,35 @@ func unsupported(format string, args ...any) error {
 	return &unsupportedError{msg: fmt.Sprintf(format, args...)}
 }
 
-// Main runs the verb with its arguments (those after Verb) and returns the exit status on
-// failure; on success it does not return, because the process becomes the program.
+// Main runs the verb with its arguments (those after Verb) and returns its exit status: the
+// program's, or ExitFailure when the sandbox failed before the program started.
 func Main(args []string) int {
 	o, argv, err := parse(args)
 	if o.StatusFD > 2 {
 		// Never let the status pipe reach the program.
 		closeOnExec(o.StatusFD)
 	}
-	if err == nil {
-		err = run(o, argv)
+	if err != nil {
+		report(o.StatusFD, err)
+		return ExitFailure
 	}
-	// run returns only on failure.
-	report(o.StatusFD, err)
-	return ExitFailure
+	if o.probe {
+		if err := probeNamespaces(o); err != nil {
+			report(o.StatusFD, err)
+			return ExitFailure
+		}
+		return 0
+	}
+	code, signal, err := run(o, argv)
+	switch {
+	case err != nil:
+		report(o.StatusFD, err)
+		return ExitFailure
+	case signal > 0:
+		writeStatus(o.StatusFD, fmt.Sprintf("%s%d\n", statusSignal, signal))
+		return 128 + signal
+	}
+	return code
 }
 
 // report writes err to the status pipe (or to stderr without one).
@@ -155,7 +203,11 @@ func report(fd int, err error) {
 	} else {
 		line = statusError + err.Error()
 	}
-	line = strings.ReplaceAll(line, "\n", " ") + "\n"
+	writeStatus(fd, strings.ReplaceAll(line, "\n", " ")+"\n")
+}
+
+// writeStatus writes line to the status pipe and closes it (or writes it to stderr).
+func writeStatus(fd int, line string) {
 	if fd > 2 {
 		f := os.NewFile(uintptr(fd), "status")
 		_, _ = io.WriteString(f, line)
@@ -184,6 +236,8 @@ func parse(args []string) (Options, []string, error) {
 	fs.Var((*listFlag)(&o.Readable), "ro", "readable path")
 	fs.Var((*listFlag)(&o.Hidden), "hide", "hidden directory")
 	fs.IntVar(&o.MinABI, "min-abi", 0, "minimum Landlock ABI")
+	fs.BoolVar(&o.Namespaces, "ns", false, "started in new PID and mount namespaces")
+	fs.BoolVar(&o.probe, "probe", false, "only check that the namespaces can be set up")
 	if err := fs.Parse(args); err != nil {
 		return o, nil, fmt.Errorf("usage: %w", err)
 	}
@@ -220,19 +274,8 @@ func parse(args []string) (Options, []string, error) {
 		if h == "/" {
 			return o, nil, errors.New("the root directory cannot be hidden")
 		}
-		if within(o.Cwd, h) {
-			return o, nil, fmt.Errorf("cwd %s is inside the hidden directory %s", o.Cwd, h)
-		}
 	}
 	return o, argv, nil
-}
-
-// within reports whether p is dir or lies beneath it (both clean and absolute).
-func within(p, dir string) bool {
-	if dir == "/" {
-		return true
-	}
-	return p == dir || strings.HasPrefix(p, dir+"/")
 }
 
 // minABI is the ABI version o requires.

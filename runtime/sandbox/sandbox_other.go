@@ -3,6 +3,8 @@
 package sandbox
 
 import (
+	"syscall"
+
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/runtime"
 )
@@ -15,8 +17,22 @@ func Probe() error {
 	return errs.Wrap(errs.Unavailable, runtime.ErrUnsupported, "%s: Landlock is only available on Linux", runtime.ErrUnsupported)
 }
 
+// Isolation is how the processes of a run are contained; outside Linux there is none.
+type Isolation struct {
+	Namespaces bool
+	Reason     string
+}
+
+// Attr returns a process group of its own.
+func (Isolation) Attr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
+
+// Detect reports that runs have no namespaces outside Linux.
+func Detect([]string) Isolation { return Isolation{Reason: "namespaces exist only on Linux"} }
+
 func closeOnExec(int) {}
 
-func run(Options, []string) error {
-	return unsupported("the sandbox needs Linux Landlock")
+func probeNamespaces(Options) error { return unsupported("namespaces exist only on Linux") }
+
+func run(Options, []string) (int, int, error) {
+	return 0, 0, unsupported("the sandbox needs Linux Landlock")
 }
