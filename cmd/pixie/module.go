@@ -50,6 +50,7 @@ func wasmConfig(cfg config.Config) wasm.Config {
 		MaxOutput:     cfg.WASM.MaxOutput,
 		PoolSize:      cfg.WASM.PoolSize,
 		MaxHostCalls:  cfg.WASM.MaxHostCalls,
+		Hidden:        []string{cfg.Home}, // a guest's /work mount never shows the home
 	}
 }
 

@@ -512,6 +512,7 @@ func newPet(ctx context.Context, cfg config.Config, log *slog.Logger, st *store.
 		MaxOutput:     cfg.WASM.MaxOutput,
 		MaxHostCalls:  cfg.WASM.MaxHostCalls,
 		PoolSize:      -1, // a Skill runs now and then: no idle instances
+		Hidden:        []string{cfg.Home},
 	}, &pet.ModuleFiles{})
 	if err != nil {
 		log.Warn("WASM Skills are unavailable", "err", err)

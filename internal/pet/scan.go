@@ -77,6 +77,22 @@ type scan struct {
 	files       []SkillFile
 	total       int64
 	fingerprint string // only when hashing
+	// identity is the directory's device and inode ("dev:ino"), as opened for this scan.
+	identity string
+	// staged is the private copy the scan wrote (scanOptions.stage), "" otherwise.
+	staged string
+	// sums are the sha256 of each file's content, by path (only when hashing).
+	sums map[string][32]byte
+}
+
+// scanOptions says what a scan reads besides SKILL.md.
+type scanOptions struct {
+	// hash reads every file and computes the fingerprint.
+	hash bool
+	// stage, when set, is an empty directory the scan copies every file it read into, byte for
+	// byte what it validated and hashed (hash is implied). A Run executes that copy, never the
+	// user's directory, so nothing swapped in after the check runs.
+	stage string
 }
 
 // refusal builds the error of a refused Skill directory: errs.Unprocessable with every problem
@@ -119,103 +135,57 @@ func cleanSkillPath(p string) (string, error) {
 // fingerprint (every file read). The error is errs.NotFound when p does not exist,
 // errs.Unprocessable with the problems when the directory is refused.
 func (s *Service) scanSkill(p string, hash bool) (*scan, error) {
-	root, err := os.Lstat(p)
+	return s.scanDir(p, scanOptions{hash: hash})
+}
+
+// scanDir reads and validates the Skill directory at p. The walk never follows a symbolic link
+// and never reads a path twice: each directory is opened once, beneath its parent (os.Root),
+// and checked to be the one its parent listed (same device and inode), and each file is read
+// through one descriptor, checked the same way, so a directory or file swapped during the scan
+// is refused rather than read. p itself may not be, nor lie below, a symbolic link.
+func (s *Service) scanDir(p string, o scanOptions) (*scan, error) {
+	if o.stage != "" {
+		o.hash = true
+	}
+	info, err := os.Lstat(p)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, errs.New(errs.NotFound, "no Skill directory at %s", p)
 	case err != nil:
 		return nil, errs.Wrap(errs.Unprocessable, err, "cannot read the Skill directory %s", p)
-	case root.Mode()&fs.ModeSymlink != 0:
+	case info.Mode()&fs.ModeSymlink != 0:
 		return nil, refusal(p, []Problem{{Reason: "the Skill directory is a symlink; give the path it points to"}})
-	case !root.IsDir():
+	case !info.IsDir():
 		return nil, refusal(p, []Problem{{Reason: "not a directory"}})
 	}
-	sc := &scan{path: p}
-	var problems []Problem
-	dirs := 0
-	h := sha256.New()
-	// stop ends the walk once a count limit is passed: a path pointing at a huge tree (a home
-	// directory) is refused without reading all of it.
-	stop := false
-	var walk func(dir, rel string, depth int)
-	walk = func(dir, rel string, depth int) {
-		if stop {
-			return
-		}
-		entries, err := os.ReadDir(dir)
-		if err != nil {
-			problems = append(problems, Problem{Path: rel, Reason: "cannot read directory: " + errText(err)})
-			return
-		}
-		for _, e := range entries {
-			if stop {
-				return
-			}
-			name := e.Name()
-			rp := name
-			if rel != "" {
-				rp = rel + "/" + name
-			}
-			if !filepath.IsLocal(rp) {
-				problems = append(problems, Problem{Path: rp, Reason: "path escape"})
-				continue
-			}
-			full := filepath.Join(dir, name)
-			mode := e.Type()
-			switch {
-			case mode&fs.ModeSymlink != 0:
-				problems = append(problems, Problem{Path: rp, Reason: "symlinks are not allowed"})
-			case mode.IsDir():
-				dirs++
-				if dirs > s.cfg.MaxSkillFiles {
-					problems = append(problems, Problem{Path: rp, Reason: fmt.Sprintf("more than %d directories", s.cfg.MaxSkillFiles)})
-					stop = true
-					return
-				}
-				if depth+1 > maxSkillDepth {
-					problems = append(problems, Problem{Path: rp, Reason: fmt.Sprintf("nested deeper than %d levels", maxSkillDepth)})
-					continue
-				}
-				walk(full, rp, depth+1)
-			case mode.IsRegular():
-				info, err := e.Info()
-				if err != nil {
-					problems = append(problems, Problem{Path: rp, Reason: "cannot stat: " + errText(err)})
-					continue
-				}
-				if !info.Mode().IsRegular() {
-					problems = append(problems, Problem{Path: rp, Reason: "special files are not allowed"})
-					continue
-				}
-				size := info.Size()
-				sc.files = append(sc.files, SkillFile{Path: rp, Size: size})
-				if len(sc.files) > s.cfg.MaxSkillFiles {
-					problems = append(problems, Problem{Path: rp, Reason: fmt.Sprintf("more than %d files", s.cfg.MaxSkillFiles)})
-					stop = true
-				}
-				switch {
-				case rp == WASMFile:
-					// The guest has its own cap and is not counted in the total.
-					if size > s.cfg.MaxSkillModuleSize {
-						problems = append(problems, Problem{Path: rp, Reason: fmt.Sprintf("%d bytes; the limit for %s is %d", size, WASMFile, s.cfg.MaxSkillModuleSize)})
-					}
-				case size > s.cfg.MaxSkillFileSize:
-					problems = append(problems, Problem{Path: rp, Reason: fmt.Sprintf("%d bytes; the per-file limit is %d", size, s.cfg.MaxSkillFileSize)})
-				default:
-					sc.total += size
-				}
-			default:
-				problems = append(problems, Problem{Path: rp, Reason: "special files are not allowed (" + fileType(mode) + ")"})
+	if real, err := filepath.EvalSymlinks(p); err != nil || real != p {
+		return nil, refusal(p, []Problem{{Reason: fmt.Sprintf("a parent folder of the Skill path is a symlink (the path resolves to %s); give the real path", real)}})
+	}
+	root, err := openSkillRoot(p, info)
+	if err != nil {
+		return nil, refusal(p, []Problem{{Reason: err.Error()}})
+	}
+	defer root.Close()
+	sc := &scan{path: p, identity: fileIdentity(info)}
+	w := &skillWalk{s: s, sc: sc, o: o, dev: deviceOf(info), links: map[string][]string{}, content: map[string][]byte{}}
+	if o.hash {
+		sc.sums = map[string][32]byte{}
+	}
+	w.walk(root, "", 0)
+	problems := w.problems
+	for id, paths := range w.links {
+		if n := w.nlink[id]; uint64(len(paths)) < n {
+			for _, rp := range paths {
+				problems = append(problems, Problem{Path: rp, Reason: fmt.Sprintf("a hard link to a file outside the Skill (%d links, %d inside)", n, len(paths))})
 			}
 		}
 	}
-	walk(p, "", 0)
 	if sc.total > s.cfg.MaxSkillSize {
 		problems = append(problems, Problem{Reason: fmt.Sprintf("%d bytes in total; the limit is %d", sc.total, s.cfg.MaxSkillSize)})
 	}
 	sort.Slice(sc.files, func(i, j int) bool { return sc.files[i].Path < sc.files[j].Path })
+	sort.Slice(problems, func(i, j int) bool { return problems[i].Path < problems[j].Path })
 
-	var manifest []byte
 	kinds := map[string]bool{}
 	for _, f := range sc.files {
 		switch f.Path {
@@ -226,31 +196,8 @@ func (s *Service) scanSkill(p string, hash bool) (*scan, error) {
 	if !kinds[ManifestFile] {
 		problems = append(problems, Problem{Path: ManifestFile, Reason: "SKILL.md is missing"})
 	}
-	if len(problems) == 0 {
-		// Only a directory that passed the walk is read: no symlink or special file is opened.
-		for _, f := range sc.files {
-			if !hash && f.Path != ManifestFile {
-				continue
-			}
-			limit := s.cfg.MaxSkillFileSize
-			if f.Path == WASMFile {
-				limit = s.cfg.MaxSkillModuleSize
-			}
-			raw, err := s.readSkillFile(filepath.Join(p, filepath.FromSlash(f.Path)), limit)
-			if err != nil {
-				problems = append(problems, Problem{Path: f.Path, Reason: errText(err)})
-				continue
-			}
-			if f.Path == ManifestFile {
-				manifest = raw
-			}
-			if hash {
-				sum := sha256.Sum256(raw)
-				fmt.Fprintf(h, "%s\x00%d\x00%x\n", f.Path, len(raw), sum)
-			}
-		}
-	}
-	if manifest != nil {
+	manifest, haveManifest := w.content[ManifestFile]
+	if haveManifest && len(problems) == 0 {
 		problems = append(problems, sc.parseManifest(manifest)...)
 	}
 	switch {
@@ -260,33 +207,230 @@ func (s *Service) scanSkill(p string, hash bool) (*scan, error) {
 		sc.kind = KindScript
 	default:
 		sc.kind = KindInstructions
-		if manifest != nil && sc.body == "" && sc.name != "" {
+		if haveManifest && sc.body == "" && sc.name != "" {
 			problems = append(problems, Problem{Path: ManifestFile, Reason: "no instructions after the front matter, and no skill.wasm or run.sh to run"})
 		}
 	}
 	if len(problems) > 0 {
 		return sc, refusal(p, problems)
 	}
-	if hash {
+	if o.hash {
+		h := sha256.New()
+		for _, f := range sc.files {
+			sum := sc.sums[f.Path]
+			fmt.Fprintf(h, "%s\x00%d\x00%x\n", f.Path, f.Size, sum)
+		}
 		sc.fingerprint = hex.EncodeToString(h.Sum(nil))
+	}
+	if o.stage != "" {
+		if err := w.writeStage(); err != nil {
+			return sc, errs.Wrap(errs.Unavailable, err, "cannot copy the Skill %s for its run: %s", p, errText(err))
+		}
+		sc.staged = o.stage
 	}
 	return sc, nil
 }
 
-// readSkillFile reads one regular file without following a symlink or blocking on a fifo that
-// replaced it since the walk, and with the per-file cap.
-func (s *Service) readSkillFile(path string, limit int64) ([]byte, error) {
-	f, err := openNoFollow(path)
+// skillWalk is one scan's walk of a Skill directory.
+type skillWalk struct {
+	s        *Service
+	sc       *scan
+	o        scanOptions
+	dev      uint64
+	problems []Problem
+	dirs     int
+	stop     bool
+	// links are the files with more than one hard link, by identity, with their paths here;
+	// nlink is their link count.
+	links map[string][]string
+	nlink map[string]uint64
+	// content is what was read, by path (SKILL.md always; everything when hashing).
+	content map[string][]byte
+	order   []string // directories, in walk order, for staging
+}
+
+func (w *skillWalk) problem(path, reason string) {
+	w.problems = append(w.problems, Problem{Path: path, Reason: reason})
+}
+
+// walk reads the directory r (at rel inside the Skill).
+func (w *skillWalk) walk(r *os.Root, rel string, depth int) {
+	if w.stop {
+		return
+	}
+	d, err := r.Open(".")
+	if err != nil {
+		w.problem(rel, "cannot read directory: "+errText(err))
+		return
+	}
+	entries, err := d.ReadDir(-1)
+	d.Close()
+	if err != nil {
+		w.problem(rel, "cannot read directory: "+errText(err))
+		return
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Name() < entries[j].Name() })
+	for _, e := range entries {
+		if w.stop {
+			return
+		}
+		name := e.Name()
+		rp := name
+		if rel != "" {
+			rp = rel + "/" + name
+		}
+		if !filepath.IsLocal(rp) || strings.ContainsAny(name, "/\x00") {
+			w.problem(rp, "path escape")
+			continue
+		}
+		// A fresh look, not the listing's: the entry may have changed since.
+		info, err := r.Lstat(name)
+		if err != nil {
+			w.problem(rp, "cannot stat: "+errText(err))
+			continue
+		}
+		mode := info.Mode()
+		switch {
+		case mode&fs.ModeSymlink != 0:
+			w.problem(rp, "symlinks are not allowed")
+		case mode.IsDir():
+			w.dirs++
+			if w.dirs > w.s.cfg.MaxSkillFiles {
+				w.problem(rp, fmt.Sprintf("more than %d directories", w.s.cfg.MaxSkillFiles))
+				w.stop = true
+				return
+			}
+			if depth+1 > maxSkillDepth {
+				w.problem(rp, fmt.Sprintf("nested deeper than %d levels", maxSkillDepth))
+				continue
+			}
+			if deviceOf(info) != w.dev {
+				w.problem(rp, "a mount point (another file system inside the Skill) is not allowed")
+				continue
+			}
+			sub, err := r.OpenRoot(name)
+			if err != nil {
+				w.problem(rp, "cannot open directory: "+errText(err))
+				continue
+			}
+			if st, err := sub.Stat("."); err != nil || !os.SameFile(st, info) {
+				sub.Close()
+				w.problem(rp, "changed while being read")
+				continue
+			}
+			w.order = append(w.order, rp)
+			w.walk(sub, rp, depth+1)
+			sub.Close()
+		case mode.IsRegular():
+			w.file(r, name, rp, info)
+		default:
+			w.problem(rp, "special files are not allowed ("+fileType(mode)+")")
+		}
+	}
+}
+
+// file checks one regular file and reads it when the scan needs its content.
+func (w *skillWalk) file(r *os.Root, name, rp string, info fs.FileInfo) {
+	sc, cfg := w.sc, w.s.cfg
+	size := info.Size()
+	sc.files = append(sc.files, SkillFile{Path: rp, Size: size})
+	if len(sc.files) > cfg.MaxSkillFiles {
+		w.problem(rp, fmt.Sprintf("more than %d files", cfg.MaxSkillFiles))
+		w.stop = true
+	}
+	limit := cfg.MaxSkillFileSize
+	switch {
+	case rp == WASMFile:
+		// The guest has its own cap and is not counted in the total.
+		limit = cfg.MaxSkillModuleSize
+		if size > limit {
+			w.problem(rp, fmt.Sprintf("%d bytes; the limit for %s is %d", size, WASMFile, limit))
+			return
+		}
+	case size > limit:
+		w.problem(rp, fmt.Sprintf("%d bytes; the per-file limit is %d", size, limit))
+		return
+	default:
+		sc.total += size
+	}
+	if n := linkCount(info); n > 1 {
+		id := fileIdentity(info)
+		if w.nlink == nil {
+			w.nlink = map[string]uint64{}
+		}
+		w.nlink[id] = n
+		w.links[id] = append(w.links[id], rp)
+	}
+	if !w.o.hash && rp != ManifestFile {
+		return
+	}
+	raw, err := readSkillFile(r, name, info, limit)
+	if err != nil {
+		w.problem(rp, errText(err))
+		return
+	}
+	// The size the fingerprint records is what was read.
+	sc.files[len(sc.files)-1].Size = int64(len(raw))
+	w.content[rp] = raw
+	if w.o.hash {
+		sc.sums[rp] = sha256.Sum256(raw)
+	}
+}
+
+// writeStage copies what the scan read into the stage directory.
+func (w *skillWalk) writeStage() error {
+	for _, d := range w.order {
+		if err := os.Mkdir(filepath.Join(w.o.stage, filepath.FromSlash(d)), 0o700); err != nil {
+			return err
+		}
+	}
+	for _, f := range w.sc.files {
+		mode := os.FileMode(0o600)
+		if f.Path == ScriptFile || strings.HasSuffix(f.Path, ".sh") {
+			mode = 0o700
+		}
+		if err := os.WriteFile(filepath.Join(w.o.stage, filepath.FromSlash(f.Path)), w.content[f.Path], mode); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// openSkillRoot opens the Skill directory p as a root that no lookup leaves, and checks that it
+// is the directory p named when it was looked at (info): the same device and inode.
+func openSkillRoot(p string, info fs.FileInfo) (*os.Root, error) {
+	root, err := os.OpenRoot(p)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open the Skill directory: %s", errText(err))
+	}
+	st, err := root.Stat(".")
+	if err == nil && os.SameFile(st, info) {
+		err = pinned(p, st)
+	} else if err == nil {
+		err = errors.New("the Skill directory changed while being read")
+	}
+	if err != nil {
+		root.Close()
+		return nil, err
+	}
+	return root, nil
+}
+
+// readSkillFile reads the regular file name of r without following a symlink or blocking on
+// a fifo that replaced it since the walk, checks it is still the file the walk looked at
+// (info), and applies the per-file cap.
+func readSkillFile(r *os.Root, name string, info fs.FileInfo, limit int64) ([]byte, error) {
+	f, err := r.OpenFile(name, os.O_RDONLY|noFollow|nonBlock, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	info, err := f.Stat()
+	st, err := f.Stat()
 	if err != nil {
 		return nil, err
 	}
-	if !info.Mode().IsRegular() {
-		return nil, errors.New("changed into a special file while being read")
+	if !st.Mode().IsRegular() || !os.SameFile(st, info) {
+		return nil, errors.New("changed while being read")
 	}
 	raw, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {

@@ -18,9 +18,24 @@ import (
 // LockFile is the name of the lock file inside a scratch directory.
 const LockFile = ".pixie-lock"
 
-// legacyAge is how old a directory without a lock file (made by an older Pixie, or caught
-// between its creation and its lock) must be before Clean takes it for a leftover.
-const legacyAge = time.Minute
+// LegacyFunc tells whether a directory without a lock file (made by an older Pixie, or by
+// something else that uses the same prefix) is a leftover Clean may remove.
+type LegacyFunc func(path string, info fs.FileInfo) bool
+
+// OlderThan returns a LegacyFunc that takes a lockless directory for a leftover once it is
+// older than age, and contains nothing but what only accepts (nil accepts anything).
+func OlderThan(age time.Duration, only func(entries []fs.DirEntry) bool) LegacyFunc {
+	return func(path string, info fs.FileInfo) bool {
+		if time.Since(info.ModTime()) <= age {
+			return false
+		}
+		if only == nil {
+			return true
+		}
+		entries, err := os.ReadDir(path)
+		return err == nil && only(entries)
+	}
+}
 
 // Dir is one scratch directory, locked by this process until Close.
 type Dir struct {
@@ -28,13 +43,13 @@ type Dir struct {
 	lock *os.File
 }
 
-// Open cleans parent of the leftovers of prefix (Clean) and makes a new scratch directory
-// there, named prefix followed by random characters.
-func Open(parent, prefix string) (*Dir, error) {
+// Open cleans parent of the leftovers of prefix (Clean, with legacy for lockless ones) and
+// makes a new scratch directory there, named prefix followed by random characters.
+func Open(parent, prefix string, legacy LegacyFunc) (*Dir, error) {
 	if parent == "" {
 		parent = os.TempDir()
 	}
-	Clean(parent, prefix)
+	Clean(parent, prefix, legacy)
 	dir, err := os.MkdirTemp(parent, prefix)
 	if err != nil {
 		return nil, err
@@ -64,9 +79,9 @@ func (d *Dir) Close() error {
 }
 
 // Clean removes the directories of parent named prefix… that no live process holds: their
-// lock file is not locked, or (for a directory without one) they are older than a minute. Only
-// real directories owned by this user are considered. It returns what it removed.
-func Clean(parent, prefix string) []string {
+// lock file is not locked, or (for a directory without one) legacy accepts them (nil accepts
+// none). Only real directories owned by this user are considered. It returns what it removed.
+func Clean(parent, prefix string, legacy LegacyFunc) []string {
 	entries, err := os.ReadDir(parent)
 	if err != nil {
 		return nil
@@ -81,7 +96,7 @@ func Clean(parent, prefix string) []string {
 		if err != nil || !info.IsDir() || !ownedByMe(info) {
 			continue
 		}
-		if stale(p, info) {
+		if stale(p, info, legacy) {
 			if err := os.RemoveAll(p); err == nil {
 				removed = append(removed, p)
 			}
@@ -91,10 +106,10 @@ func Clean(parent, prefix string) []string {
 }
 
 // stale reports whether no process holds the scratch directory p.
-func stale(p string, info fs.FileInfo) bool {
+func stale(p string, info fs.FileInfo, legacy LegacyFunc) bool {
 	lock, err := os.OpenFile(filepath.Join(p, LockFile), os.O_RDWR|syscallNoFollow, 0)
 	if errors.Is(err, fs.ErrNotExist) {
-		return time.Since(info.ModTime()) > legacyAge
+		return legacy != nil && legacy(p, info)
 	}
 	if err != nil {
 		return false

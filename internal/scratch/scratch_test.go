@@ -1,6 +1,7 @@
 package scratch
 
 import (
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,7 +17,7 @@ const helperEnv = "PIXIE_SCRATCH_TEST_HOLD"
 // waits to be killed.
 func TestMain(m *testing.M) {
 	if parent := os.Getenv(helperEnv); parent != "" {
-		d, err := Open(parent, "pixie-test-")
+		d, err := Open(parent, "pixie-test-", nil)
 		if err != nil {
 			os.Exit(3)
 		}
@@ -45,7 +46,7 @@ func TestALeftoverOfAKilledProcessIsRemoved(t *testing.T) {
 		t.Fatalf("helper printed %q", held)
 	}
 	// While its owner lives, the directory is left alone.
-	if removed := Clean(parent, "pixie-test-"); len(removed) != 0 {
+	if removed := Clean(parent, "pixie-test-", nil); len(removed) != 0 {
 		t.Fatalf("Clean removed a live directory: %v", removed)
 	}
 	_ = cmd.Process.Signal(syscall.SIGKILL)
@@ -53,7 +54,7 @@ func TestALeftoverOfAKilledProcessIsRemoved(t *testing.T) {
 	if _, err := os.Stat(held); err != nil {
 		t.Fatalf("the killed process's directory is already gone: %v", err)
 	}
-	d, err := Open(parent, "pixie-test-")
+	d, err := Open(parent, "pixie-test-", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +72,7 @@ func TestALeftoverOfAKilledProcessIsRemoved(t *testing.T) {
 
 func TestCleanSparesOthers(t *testing.T) {
 	parent := t.TempDir()
-	live, err := Open(parent, "pixie-test-")
+	live, err := Open(parent, "pixie-test-", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,19 +85,30 @@ func TestCleanSparesOthers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	past := time.Now().Add(-2 * legacyAge)
-	if err := os.Chtimes(old, past, past); err != nil {
+	// An old lockless directory that holds something else than the legacy layout is kept.
+	oldOther := filepath.Join(parent, "pixie-test-nolock-old-other")
+	if err := os.Mkdir(oldOther, 0o700); err != nil {
 		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(oldOther, "pixie"), []byte("a binary"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	past := time.Now().Add(-2 * time.Minute)
+	for _, d := range []string{old, oldOther} {
+		if err := os.Chtimes(d, past, past); err != nil {
+			t.Fatal(err)
+		}
 	}
 	target := t.TempDir()
 	if err := os.Symlink(target, filepath.Join(parent, "pixie-test-link")); err != nil {
 		t.Fatal(err)
 	}
-	removed := Clean(parent, "pixie-test-")
+	onlyEmpty := func(entries []fs.DirEntry) bool { return len(entries) == 0 }
+	removed := Clean(parent, "pixie-test-", OlderThan(time.Minute, onlyEmpty))
 	if len(removed) != 1 || removed[0] != old {
 		t.Fatalf("Clean removed %v, want only %s", removed, old)
 	}
-	for _, d := range []string{live.Path(), fresh, other, target} {
+	for _, d := range []string{live.Path(), fresh, other, target, oldOther} {
 		if _, err := os.Stat(d); err != nil {
 			t.Errorf("%s: %v", d, err)
 		}

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -191,9 +192,10 @@ func New(cfg Config) (*Executor, error) {
 		}
 	}
 
-	// Old layouts left per-run directories beside the helper directory.
-	scratch.Clean(e.tempDir, legacyRunPrefix)
-	if e.scratch, err = scratch.Open(e.tempDir, scratchPrefix); err != nil {
+	// Versions before the lock left per-run directories beside a helper directory that held
+	// only the pixie link; the age bound (an hour) keeps those of a live older server.
+	scratch.Clean(e.tempDir, legacyRunPrefix, scratch.OlderThan(time.Hour, nil))
+	if e.scratch, err = scratch.Open(e.tempDir, scratchPrefix, scratch.OlderThan(time.Hour, onlyHelperLink)); err != nil {
 		return nil, fmt.Errorf("bash executor: private directory: %w", err)
 	}
 	if cfg.PixieBinDir == "" {
@@ -232,6 +234,12 @@ const (
 	scratchPrefix   = "pixie-bin-"
 	legacyRunPrefix = "pixie-run-"
 )
+
+// onlyHelperLink recognises the helper directory of a version before the lock: nothing but a
+// symbolic link named pixie.
+func onlyHelperLink(entries []fs.DirEntry) bool {
+	return len(entries) == 1 && entries[0].Name() == "pixie" && entries[0].Type()&fs.ModeSymlink != 0
+}
 
 // Isolation reports how this executor contains the processes of a run (sandbox.Detect).
 func (e *Executor) Isolation() sandbox.Isolation { return e.iso }

@@ -174,7 +174,9 @@ func (x *Executor) Run(ctx context.Context, req runtime.Request) (runtime.Result
 	// and after the answer when the caller defers work: internal/later).
 	defer m.discard(ctx, inst)
 	if mount != "" {
-		inst.mount.bind(mount)
+		if err := inst.mount.bind(mount, x.e.cfg.Hidden); err != nil {
+			return runtime.Result{}, err
+		}
 	}
 	if !m.exports(inst, entry) {
 		return runtime.Result{}, fmt.Errorf("%w: module %s does not export %q", runtime.ErrNotFound, req.Ref, entry)

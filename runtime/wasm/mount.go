@@ -17,20 +17,42 @@ import (
 // every lookup below it is ENOENT and every change EROFS, so a run without the mount reaches no
 // file. An instance serves one run, so a mount is bound at most once and never outlives its run.
 //
+// Bound, every path is resolved beneath the cwd by the kernel (workFS: openat2 with
+// RESOLVE_BENEATH from a descriptor of the cwd opened once, for every open, stat and directory
+// listing): no symbolic link and no ".." leads out of it, and a link that would is refused
+// (EPERM). The hidden directories (Config.Hidden, the Pixie home) are never shown, through any
+// of their aliases (internal/confine): a cwd inside one is refused at bind, and one inside the
+// cwd is left out of listings and answers ENOENT.
+//
 // The guest's runtime looks at the mount's root while it starts (WASI's fd_prestat_get stats
 // the preopened directory), before any run is known: the root is therefore a lateRoot, which
 // follows the binding too. Every path below the root is resolved through the mount at each
 // call, so binding after initialisation is what the guest sees.
 type lateMount struct {
-	fs atomic.Pointer[experimentalsys.FS]
+	fs   atomic.Pointer[experimentalsys.FS]
+	work *workFS // what bind made; nil while unbound
 }
 
 var _ experimentalsys.FS = (*lateMount)(nil)
 
-// bind mounts dir (a clean absolute directory) read-only.
-func (m *lateMount) bind(dir string) {
-	var f experimentalsys.FS = &sysfs.ReadFS{FS: sysfs.DirFS(dir)}
+// bind mounts dir (a clean absolute directory) read-only, without the hidden directories. It
+// fails when dir lies inside one of them, or cannot be confined here (no openat2).
+func (m *lateMount) bind(dir string, hidden []string) error {
+	w, err := newWorkFS(dir, hidden)
+	if err != nil {
+		return err
+	}
+	m.work = w
+	var f experimentalsys.FS = &sysfs.ReadFS{FS: &sysfs.AdaptFS{FS: w}}
 	m.fs.Store(&f)
+	return nil
+}
+
+// release closes what bind opened; the instance's file system closes it with the root.
+func (m *lateMount) release() {
+	if m.work != nil {
+		m.work.close()
+	}
 }
 
 func (m *lateMount) target() experimentalsys.FS {
@@ -230,8 +252,10 @@ func (r *lateRoot) Datasync() experimentalsys.Errno {
 func (r *lateRoot) Utimens(int64, int64) experimentalsys.Errno { return experimentalsys.EROFS }
 
 func (r *lateRoot) Close() experimentalsys.Errno {
+	var errno experimentalsys.Errno
 	if r.f != nil {
-		return r.f.Close()
+		errno = r.f.Close()
 	}
-	return 0
+	r.m.release()
+	return errno
 }

@@ -92,6 +92,9 @@ type Config struct {
 	MaxHostCalls int
 	// MaxModules caps the compiled modules kept in memory; zero means DefaultMaxModules.
 	MaxModules int
+	// Hidden are directories the cwd mount never shows, through any of their aliases (the
+	// Pixie home): a cwd inside one is not mounted, and one inside the cwd is left out.
+	Hidden []string
 }
 
 func (c Config) withDefaults() Config {
