@@ -161,7 +161,7 @@ func TestPetRoutes(t *testing.T) {
 	if sv.Enabled || sv.Shortcut {
 		t.Fatalf("registered %+v", sv)
 	}
-	e.expect(t, "POST", "/v1/pet/skills", map[string]any{"path": dir, "confirm": true}, http.StatusConflict, nil)
+	e.expect(t, "POST", "/v1/pet/skills", map[string]any{"path": dir, "confirm": true, "fingerprint": in.Fingerprint}, http.StatusConflict, nil)
 	e.expect(t, "PATCH", "/v1/pet/skills/tidy", map[string]any{"enabled": true, "shortcut": true}, http.StatusOK, &sv)
 	if !sv.Enabled || !sv.Shortcut || !sv.Available {
 		t.Fatalf("enabled %+v", sv)
@@ -243,7 +243,7 @@ func TestPetRoutes(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw = e.expect(t, "POST", "/v1/pet/invocations", map[string]any{"skill": "tidy", "snapshot": snap}, http.StatusConflict, nil)
-	if !strings.Contains(raw, "projection drift") {
+	if !strings.Contains(raw, "fails closed: drift (missing") {
 		t.Fatalf("drift answer %s", raw)
 	}
 	var diag pet.Diagnostics

@@ -225,6 +225,9 @@ type Run struct {
 	Executor SkillKind `json:"executor"`
 	// SkillPath is the directory the Skill's link resolved to for this Run.
 	SkillPath string `json:"skillPath"`
+	// Fingerprint digests every file the Run executed (the private copy made when it started,
+	// see Inspection.Fingerprint); a retry runs only the same content.
+	Fingerprint string `json:"fingerprint,omitempty"`
 	Status    Status `json:"status"`
 	// ExitCode is the WASM entry point's or script's exit status (absent for instructions).
 	ExitCode *int `json:"exitCode,omitempty"`

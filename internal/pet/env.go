@@ -22,8 +22,9 @@ const (
 	MaxEnvPerScope    = 100
 	GlobalScope       = "global"
 	workspaceScopePfx = "workspace:"
-	// MinRedactLen is the shortest value redacted from outputs: shorter values are too short to
-	// be secrets and would garble ordinary text.
+	// MinRedactLen is the shortest value Pet can redact from what it records and shows: a
+	// shorter one would garble ordinary text, so SetEnv refuses non-empty values shorter than
+	// this (an empty value has nothing to leak).
 	MinRedactLen = 4
 	maskedValue  = "********"
 )
@@ -91,6 +92,9 @@ func (s *Service) SetEnv(ctx context.Context, workspace, key, value string) (Env
 	}
 	if !utf8.ValidString(value) || strings.ContainsRune(value, 0) {
 		return EnvEntry{}, errs.New(errs.Invalid, "the value of %s must be UTF-8 text without NUL bytes", key)
+	}
+	if value != "" && len(value) < MinRedactLen {
+		return EnvEntry{}, errs.New(errs.Invalid, "the value of %s is %d bytes; values shorter than %d bytes are refused because they are too short to redact from Skill outputs and Task history (Pet would have to rewrite every occurrence of them in ordinary text)", key, len(value), MinRedactLen)
 	}
 	now := s.now()
 	err := s.st.Update(ctx, func(tx *store.Tx) error {
@@ -188,7 +192,12 @@ func (s *Service) resolveEnv(ctx context.Context, workspace string) (map[string]
 		clear(vars)
 		add := func(prefix string) error {
 			return envC.Each(tx, prefix, store.ScanOptions{}, func(id string, v envValue) error {
-				vars[EnvPrefix+strings.TrimPrefix(id, prefix)] = v.Value
+				key := strings.TrimPrefix(id, prefix)
+				if v.Value != "" && len(v.Value) < MinRedactLen {
+					// Stored before values that short were refused: fail closed.
+					return errs.New(errs.Unprocessable, "the environment value %s (%s scope) is shorter than %d bytes and cannot be redacted; set it again with a longer value or delete it", key, scopeName(strings.TrimSuffix(strings.TrimPrefix(prefix, "w/"), "/")), MinRedactLen)
+				}
+				vars[EnvPrefix+key] = v.Value
 				return nil
 			})
 		}

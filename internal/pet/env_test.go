@@ -13,7 +13,7 @@ import (
 func TestEnvValues(t *testing.T) {
 	e := newEnv(t, nil, nil, pet.Config{})
 	ctx := context.Background()
-	for _, kv := range [][3]string{{"", "CR_GROUP", "oc_global"}, {"w1", "CR_GROUP", "oc_w1"}, {"", "MR_URL", "https://x/{id}"}, {"w2", "ONLY", "v"}} {
+	for _, kv := range [][3]string{{"", "CR_GROUP", "oc_global"}, {"w1", "CR_GROUP", "oc_w1"}, {"", "MR_URL", "https://x/{id}"}, {"w2", "ONLY", "only-w2"}} {
 		en, err := e.svc.SetEnv(ctx, kv[0], kv[1], kv[2])
 		if err != nil {
 			t.Fatal(err)
@@ -62,8 +62,13 @@ func TestEnvValidation(t *testing.T) {
 		name, ws, key, value string
 		code                 errs.Code
 	}{
-		{"upper snake", "", "CR_GROUP_2", "x", ""},
-		{"key at its limit", "", "K" + strings.Repeat("X", pet.MaxEnvKeyLen-1), "x", ""},
+		{"upper snake", "", "CR_GROUP_2", "xxxx", ""},
+		{"key at its limit", "", "K" + strings.Repeat("X", pet.MaxEnvKeyLen-1), "xxxx", ""},
+		// Values too short to redact are refused, with the reason; 4 bytes is the shortest.
+		{"value of 1 byte", "", "SHORT", "x", errs.Invalid},
+		{"value of 3 bytes", "", "SHORT", "abc", errs.Invalid},
+		{"value of 3 bytes in 1 rune", "", "SHORT", "€", errs.Invalid},
+		{"value of 4 bytes", "", "SHORT", "abcd", ""},
 		{"key over its limit", "", "K" + strings.Repeat("X", pet.MaxEnvKeyLen), "x", errs.Invalid},
 		{"lower case", "", "cr_group", "x", errs.Invalid},
 		{"leading digit", "", "2X", "x", errs.Invalid},
@@ -85,6 +90,9 @@ func TestEnvValidation(t *testing.T) {
 			if tc.code != "" && errs.CodeOf(err) != tc.code {
 				t.Fatalf("code %s, want %s: %v", errs.CodeOf(err), tc.code, err)
 			}
+			if tc.key == "SHORT" && err != nil && !strings.Contains(err.Error(), "too short to redact") {
+				t.Fatalf("the refusal does not say why: %v", err)
+			}
 		})
 	}
 }
@@ -93,18 +101,18 @@ func TestEnvScopeCap(t *testing.T) {
 	e := newEnv(t, nil, nil, pet.Config{})
 	ctx := context.Background()
 	for i := range pet.MaxEnvPerScope {
-		if _, err := e.svc.SetEnv(ctx, "w", fmt.Sprintf("K%d", i), "v"); err != nil {
+		if _, err := e.svc.SetEnv(ctx, "w", fmt.Sprintf("K%d", i), "value"); err != nil {
 			t.Fatalf("value %d: %v", i, err)
 		}
 	}
-	if _, err := e.svc.SetEnv(ctx, "w", "ONE_MORE", "v"); errs.CodeOf(err) != errs.Conflict {
+	if _, err := e.svc.SetEnv(ctx, "w", "ONE_MORE", "value"); errs.CodeOf(err) != errs.Conflict {
 		t.Fatalf("value past the cap: %v", err)
 	}
 	// Overwriting an existing key and other scopes are unaffected.
-	if _, err := e.svc.SetEnv(ctx, "w", "K0", "v2"); err != nil {
+	if _, err := e.svc.SetEnv(ctx, "w", "K0", "value2"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.svc.SetEnv(ctx, "", "ONE_MORE", "v"); err != nil {
+	if _, err := e.svc.SetEnv(ctx, "", "ONE_MORE", "value"); err != nil {
 		t.Fatal(err)
 	}
 }

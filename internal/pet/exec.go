@@ -16,6 +16,7 @@ import (
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/gate"
 	"github.com/pixie-dev/pixie/internal/model"
+	"github.com/pixie-dev/pixie/internal/scratch"
 	"github.com/pixie-dev/pixie/internal/store"
 	"github.com/pixie-dev/pixie/runtime"
 	"github.com/pixie-dev/pixie/sdk/abi"
@@ -92,11 +93,57 @@ func (s *Service) Invoke(ctx context.Context, req InvokeRequest) (InvocationView
 	if st.err != nil {
 		return InvocationView{}, st.err
 	}
-	task, inv, run, err := s.createInvocation(ctx, snap, sk.Name, st.scan.kind, sk.Path)
+	sc, release, err := s.stage(ctx, sk)
 	if err != nil {
 		return InvocationView{}, err
 	}
-	return s.execute(ctx, task, inv, snap, run, st.scan)
+	defer release()
+	task, inv, run, err := s.createInvocation(ctx, snap, sk.Name, sc.kind, sk.Path, sc.fingerprint)
+	if err != nil {
+		return InvocationView{}, err
+	}
+	return s.execute(ctx, task, inv, snap, run, sc)
+}
+
+// petScratchPrefix names the private directory of one Run (its copy of the Skill, and the cwd
+// of a Run without one) in the system's temporary directory.
+const petScratchPrefix = "pixie-pet-"
+
+// legacyPetScratch takes a lockless pixie-pet-… directory an hour old (made by a version
+// before the lock) for a leftover.
+var legacyPetScratch = scratch.OlderThan(time.Hour, nil)
+
+// stage copies the registered Skill sk into a private directory of its own, validating and
+// hashing exactly the bytes it copies (scanOptions.stage): the Run executes that copy, so no
+// swap of the user's directory between the check and the exec takes effect. The directory must
+// still be the one registered (same device and inode), else the Skill drifts. release removes
+// the copy.
+func (s *Service) stage(ctx context.Context, sk Skill) (*scan, func(), error) {
+	d, err := scratch.Open("", petScratchPrefix, legacyPetScratch)
+	if err != nil {
+		return nil, nil, errs.Wrap(errs.Unavailable, err, "cannot make a run directory: %s", errText(err))
+	}
+	dest := filepath.Join(d.Path(), "skill")
+	if err := os.Mkdir(dest, 0o700); err != nil {
+		d.Close()
+		return nil, nil, errs.Wrap(errs.Unavailable, err, "cannot make a run directory: %s", errText(err))
+	}
+	sc, err := s.scanDir(sk.Path, scanOptions{stage: dest})
+	switch {
+	case err != nil:
+		err = errs.Wrap(errs.CodeOf(err), err, "Skill %s does not resolve: %s", sk.Name, msgOf(err)).WithDetails(detailsOf(err))
+	case sc.name != sk.Name:
+		err = errs.New(errs.Unprocessable, "Skill %s does not resolve: its SKILL.md now names %q; register that Skill instead", sk.Name, sc.name)
+	case sk.Identity != "" && sc.identity != sk.Identity:
+		mark := s.markDrift(ctx, sk.Name, "moved: another directory now stands at the path (it was moved away and something put in its place)")
+		err = errs.New(errs.Conflict, "Skill %s fails closed: drift (%s); rebuild the projection", sk.Name, mark.Problem)
+	}
+	if err != nil {
+		d.Close()
+		return nil, nil, err
+	}
+	sc.scratch = d.Path()
+	return sc, func() { _ = d.Close() }, nil
 }
 
 // Retry adds a Run to an Invocation whose latest Run failed transiently (a timeout, an
@@ -131,9 +178,24 @@ func (s *Service) Retry(ctx context.Context, invID string) (InvocationView, erro
 	if err != nil {
 		return InvocationView{}, errs.New(errs.Conflict, "cannot retry: %s", msgOf(err))
 	}
+	if len(cur.Runs) == 0 {
+		return InvocationView{}, errs.New(errs.Conflict, "cannot retry: invocation %s has no first Run", invID)
+	}
+	first := cur.Runs[0]
+	if sk.Path != first.SkillPath {
+		return InvocationView{}, errs.New(errs.Conflict, "cannot retry: the Skill %s is now registered at %s, not at %s where Run 1 ran; a retry never runs another directory (invoke the Skill again)", sk.Name, sk.Path, first.SkillPath)
+	}
 	st := s.skillState(ctx, sk)
 	if st.err != nil {
 		return InvocationView{}, st.err
+	}
+	sc, release, err := s.stage(ctx, sk)
+	if err != nil {
+		return InvocationView{}, err
+	}
+	defer release()
+	if first.Fingerprint == "" || sc.fingerprint != first.Fingerprint {
+		return InvocationView{}, errs.New(errs.Conflict, "cannot retry: the files of the Skill %s changed since Run 1 ran them; a retry never runs other code (invoke the Skill again)", sk.Name)
 	}
 	var task Task
 	var inv Invocation
@@ -167,13 +229,13 @@ func (s *Service) Retry(ctx context.Context, invID string) (InvocationView, erro
 		if err := invC.Put(tx, invID, inv); err != nil {
 			return err
 		}
-		run = Run{InvocationID: invID, N: inv.Attempts, Executor: st.scan.kind, SkillPath: sk.Path, Status: StatusRunning, Boot: s.boot, StartedAt: now}
+		run = Run{InvocationID: invID, N: inv.Attempts, Executor: sc.kind, SkillPath: sk.Path, Fingerprint: sc.fingerprint, Status: StatusRunning, Boot: s.boot, StartedAt: now}
 		return runsC.Insert(tx, runID(invID, run.N), run)
 	})
 	if err != nil {
 		return InvocationView{}, err
 	}
-	return s.execute(ctx, task, inv, cur.Snapshot, run, st.scan)
+	return s.execute(ctx, task, inv, cur.Snapshot, run, sc)
 }
 
 // retryable says why an Invocation may not be retried (nil when it may).
@@ -230,6 +292,11 @@ func (s *Service) execute(ctx context.Context, task Task, inv Invocation, snap S
 		if err != nil {
 			out.err = err
 		} else {
+			// Earlier results were redacted with the values of their time; today's values are
+			// kept out of this Run's prompt and input too.
+			for i := range history {
+				history[i].Output, history[i].Error, history[i].Title = red.clean(history[i].Output), red.clean(history[i].Error), red.clean(history[i].Title)
+			}
 			pc := PetContext{TaskID: task.ID, Epoch: task.Epoch, ExecutorSession: task.ExecutorSession,
 				InvocationID: inv.ID, Seq: inv.Seq, Run: run.N, Skill: inv.Skill, Scope: task.Scope,
 				Snapshot: snap, History: history}
@@ -382,13 +449,12 @@ func (s *Service) runProgram(ctx context.Context, sc *scan, pc PetContext, vars 
 			return outcome{err: errs.New(errs.Unprocessable, "the snapshot's cwd %s is not a directory on this machine", cwd)}
 		}
 	} else {
-		// No source directory: the program starts in an empty private directory of its own (not
+		// No source directory: the program starts in an empty directory of the Run's own (not
 		// the Pet workspace, which lies in Pixie's home, hidden from sandboxed scripts).
-		dir, err := os.MkdirTemp("", "pixie-pet-run-")
-		if err != nil {
+		dir := filepath.Join(sc.scratch, "cwd")
+		if err := os.Mkdir(dir, 0o700); err != nil {
 			return outcome{err: errs.Wrap(errs.Unavailable, err, "cannot create a run directory: %s", errText(err))}
 		}
-		defer os.RemoveAll(dir)
 		cwd = dir
 	}
 	if s.exec == nil {
@@ -404,7 +470,7 @@ func (s *Service) runProgram(ctx context.Context, sc *scan, pc PetContext, vars 
 	var helper *petHelper
 	switch sc.kind {
 	case KindScript:
-		req.Kind, req.Ref = runtime.KindScript, filepath.Join(sc.path, ScriptFile)
+		req.Kind, req.Ref = runtime.KindScript, filepath.Join(sc.staged, ScriptFile)
 		if hr != nil && hr.URL() != "" {
 			req.HelperURL, req.HelperToken = hr.URL(), hr.Token()
 		}
@@ -413,7 +479,7 @@ func (s *Service) runProgram(ctx context.Context, sc *scan, pc PetContext, vars 
 		if hr != nil {
 			helper.inner = hr.Helper()
 		}
-		req.Kind, req.Ref, req.Entry = runtime.KindModule, filepath.Join(sc.path, WASMFile), abi.EntryRun
+		req.Kind, req.Ref, req.Entry = runtime.KindModule, ModuleRef(filepath.Join(sc.staged, WASMFile), sc.sums[WASMFile]), abi.EntryRun
 		req.PetContext = raw
 		req.MountCwd = pc.Snapshot.Cwd != ""
 		req.Helper = helper

@@ -147,7 +147,7 @@ func TestExecutorsEndToEnd(t *testing.T) {
 		// empty private directory, removed afterwards.
 		ind := invoke(t, "tidy", snapshot("independent"))
 		out := ind.Latest().Output
-		if !strings.Contains(out, "greeting=[$DSH_PET_GREETING]") || !strings.Contains(out, "history=none") || !strings.Contains(out, "/pixie-pet-run-") {
+		if !strings.Contains(out, "greeting=[$DSH_PET_GREETING]") || !strings.Contains(out, "history=none") || !strings.Contains(out, "/pixie-pet-") {
 			t.Errorf("independent output %q", out)
 		}
 		_, rest, _ := strings.Cut(out, "cwd=")

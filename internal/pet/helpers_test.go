@@ -103,6 +103,16 @@ func register(t testing.TB, svc *pet.Service, dir string) pet.SkillView {
 	return v
 }
 
+// fingerprint inspects dir and returns the fingerprint registration needs.
+func fingerprint(t testing.TB, svc *pet.Service, dir string) string {
+	t.Helper()
+	in, err := svc.Inspect(context.Background(), dir)
+	if err != nil {
+		t.Fatalf("inspect %s: %v", dir, err)
+	}
+	return in.Fingerprint
+}
+
 func snapshot(scope string) pet.Snapshot {
 	return pet.Snapshot{Scope: scope, Title: "T1", Selection: "selected text", CapturedAt: time.Now().Add(-time.Second)}
 }
@@ -117,6 +127,14 @@ type modelServer struct {
 	bodies   []string
 	requests []chatRequest
 	failures int
+	fixed    []string // answers to give, in order, before the default one
+}
+
+// answer makes the next call answer text.
+func (ms *modelServer) answer(text string) {
+	ms.mu.Lock()
+	ms.fixed = append(ms.fixed, text)
+	ms.mu.Unlock()
 }
 
 type chatRequest struct {
@@ -188,6 +206,11 @@ func (ms *modelServer) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	answer := fmt.Sprintf("model saw %d messages; last: %s", len(req.Messages), last)
+	ms.mu.Lock()
+	if len(ms.fixed) > 0 {
+		answer, ms.fixed = ms.fixed[0], ms.fixed[1:]
+	}
+	ms.mu.Unlock()
 	resp := map[string]any{
 		"id": "chatcmpl-1", "object": "chat.completion", "created": time.Now().Unix(), "model": req.Model,
 		"choices": []any{map[string]any{"index": 0, "finish_reason": "stop",

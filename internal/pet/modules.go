@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"io"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/pixie-dev/pixie/internal/errs"
@@ -29,8 +30,19 @@ type ModuleFiles struct {
 	paths map[string]string // sha256 → path
 }
 
-// Resolve returns the sha256 of the skill.wasm at ref (an absolute path).
+// refPin separates a path from the sha256 its content must have (ModuleRef).
+const refPin = "@sha256:"
+
+// ModuleRef is the reference of the skill.wasm at path whose content must hash to sum: Resolve
+// refuses the file if it does not (Pet passes the digest of the bytes it validated and copied).
+func ModuleRef(path string, sum [32]byte) string {
+	return path + refPin + hex.EncodeToString(sum[:])
+}
+
+// Resolve returns the sha256 of the skill.wasm at ref (an absolute path, optionally pinned to a
+// digest by ModuleRef).
 func (m *ModuleFiles) Resolve(_ context.Context, ref string) (string, error) {
+	ref, want, pinned := strings.Cut(ref, refPin)
 	if !filepath.IsAbs(ref) || filepath.Clean(ref) != ref || filepath.Base(ref) != WASMFile {
 		return "", errs.New(errs.NotFound, "%q is not the absolute path of a Skill's %s", ref, WASMFile)
 	}
@@ -40,6 +52,9 @@ func (m *ModuleFiles) Resolve(_ context.Context, ref string) (string, error) {
 	}
 	sum := sha256.Sum256(body)
 	sha := hex.EncodeToString(sum[:])
+	if pinned && sha != want {
+		return "", errs.New(errs.Conflict, "%s is not the module that was validated (sha256 %s, want %s); run the Skill again", ref, sha, want)
+	}
 	m.mu.Lock()
 	if m.paths == nil {
 		m.paths = map[string]string{}

@@ -185,6 +185,14 @@ func (s *Service) RebuildProjection(ctx context.Context) (RebuildReport, error) 
 		}
 		rep.Created = append(rep.Created, n)
 	}
+	// The rebuild accepts the directory now at each Skill's path as the Skill's (its identity),
+	// so a Skill moved and brought back runs again only after it.
+	identities := map[string]string{}
+	for _, sk := range list {
+		if info, err := os.Lstat(sk.Path); err == nil && info.IsDir() && info.Mode()&fs.ModeSymlink == 0 {
+			identities[sk.Name] = fileIdentity(info)
+		}
+	}
 	err = s.st.Update(ctx, func(tx *store.Tx) error {
 		rep.Cleared = rep.Cleared[:0]
 		marks, err := driftC.List(tx, "", store.ScanOptions{})
@@ -196,6 +204,16 @@ func (s *Service) RebuildProjection(ctx context.Context) (RebuildReport, error) 
 				return err
 			}
 			rep.Cleared = append(rep.Cleared, m.ID)
+		}
+		for name, id := range identities {
+			sk, err := skillsC.Get(tx, name)
+			if err != nil || sk.Identity == id {
+				continue
+			}
+			sk.Identity = id
+			if err := skillsC.Put(tx, name, sk); err != nil {
+				return err
+			}
 		}
 		return nil
 	})
@@ -212,11 +230,60 @@ type skillState struct {
 	err error
 }
 
-// skillState resolves sk now: its link, its directory's validity, its projection entry and its
-// sticky drift mark, and the availability of its executor. Drift seen on a resolvable, enabled
-// Skill is recorded as a sticky mark.
+// movedReason says why the directory at sk.Path is no longer the registered one ("" when it
+// is): gone, a symlink or a file now, under a symlinked parent, or another directory (another
+// device and inode than registered).
+func movedReason(sk Skill) string {
+	info, err := os.Lstat(sk.Path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "the directory is gone (moved or deleted)"
+	case err != nil:
+		return ""
+	case info.Mode()&fs.ModeSymlink != 0:
+		return "the directory was replaced by a symlink"
+	case !info.IsDir():
+		return "the directory was replaced by a file"
+	}
+	if real, err := filepath.EvalSymlinks(sk.Path); err == nil && real != sk.Path {
+		return "a parent folder is now a symlink (the path resolves to " + real + ")"
+	}
+	if id := fileIdentity(info); sk.Identity != "" && id != "" && id != sk.Identity {
+		return "another directory now stands at the path (it was moved away and something put in its place)"
+	}
+	return ""
+}
+
+// markDrift records a sticky drift mark for the Skill name, unless one exists or the Skill was
+// removed meanwhile.
+func (s *Service) markDrift(ctx context.Context, name, problem string) driftMark {
+	mark := driftMark{Problem: problem, SeenAt: s.now()}
+	s.log.Warn("pet: drift; the Skill fails closed until the projection is rebuilt", "skill", name, "problem", problem)
+	err := s.st.Update(ctx, func(tx *store.Tx) error {
+		if _, err := skillsC.Get(tx, name); err != nil {
+			return nil // removed meanwhile
+		}
+		if old, err := driftC.Get(tx, name); err == nil {
+			mark = old
+			return nil
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		return driftC.Put(tx, name, mark)
+	})
+	if err != nil {
+		s.log.Warn("pet: cannot record drift", "skill", name, "err", err)
+	}
+	return mark
+}
+
+// skillState resolves sk now: its link, its directory's validity and identity, its projection
+// entry and its sticky drift mark, and the availability of its executor. Drift seen on a
+// resolvable, enabled Skill, and a registered directory moved or replaced, are recorded as
+// sticky marks.
 func (s *Service) skillState(ctx context.Context, sk Skill) skillState {
 	var st skillState
+	moved := movedReason(sk)
 	sc, err := s.scanSkill(sk.Path, false)
 	switch {
 	case err != nil:
@@ -252,22 +319,13 @@ func (s *Service) skillState(ctx context.Context, sk Skill) skillState {
 		st.err = errs.Wrap(errs.Unavailable, err, "Skill %s: cannot read its drift state", sk.Name)
 		return st
 	}
-	if sk.Enabled && st.resolveErr == nil && st.projection != ProjectionOK && !haveMark {
-		mark = driftMark{Problem: st.projection, SeenAt: s.now()}
-		haveMark = true
-		s.log.Warn("pet: projection drift; the Skill fails closed until the projection is rebuilt", "skill", sk.Name, "problem", st.projection)
-		err := s.st.Update(ctx, func(tx *store.Tx) error {
-			if _, err := skillsC.Get(tx, sk.Name); err != nil {
-				return nil // removed meanwhile
-			}
-			if ok, err := driftC.Has(tx, sk.Name); err != nil || ok {
-				return err
-			}
-			return driftC.Put(tx, sk.Name, mark)
-		})
-		if err != nil {
-			s.log.Warn("pet: cannot record drift", "skill", sk.Name, "err", err)
-		}
+	switch {
+	case haveMark:
+	case moved != "":
+		// A moved directory stays drift even once something is back at the path.
+		mark, haveMark = s.markDrift(ctx, sk.Name, "moved: "+moved), true
+	case sk.Enabled && st.resolveErr == nil && st.projection != ProjectionOK:
+		mark, haveMark = s.markDrift(ctx, sk.Name, st.projection), true
 	}
 	st.drift = haveMark
 	switch {
@@ -276,7 +334,7 @@ func (s *Service) skillState(ctx context.Context, sk Skill) skillState {
 	case st.resolveErr != nil:
 		st.err = st.resolveErr
 	case st.drift:
-		st.err = errs.New(errs.Conflict, "Skill %s fails closed: projection drift (%s, seen %s); rebuild the projection", sk.Name, mark.Problem, mark.SeenAt.Format(time.RFC3339))
+		st.err = errs.New(errs.Conflict, "Skill %s fails closed: drift (%s, seen %s); rebuild the projection", sk.Name, mark.Problem, mark.SeenAt.Format(time.RFC3339))
 	default:
 		if ok, reason := s.executorAvailable(ctx, st.scan.kind); !ok {
 			st.err = errs.New(errs.Unavailable, "Skill %s cannot run: %s", sk.Name, reason)

@@ -45,7 +45,7 @@ func TestDriftFailsClosedUntilRebuild(t *testing.T) {
 			tc.drift(t, link, d)
 
 			_, err := e.svc.Invoke(ctx, pet.InvokeRequest{Skill: "a", Snapshot: snapshot("independent")})
-			if errs.CodeOf(err) != errs.Conflict || !strings.Contains(err.Error(), "projection drift ("+tc.problem) {
+			if errs.CodeOf(err) != errs.Conflict || !strings.Contains(err.Error(), "drift ("+tc.problem) {
 				t.Fatalf("invoke with drift: %v", err)
 			}
 			diag, err := e.svc.Diagnostics(ctx)
@@ -86,7 +86,7 @@ func TestRebuildRemovesStrayEntries(t *testing.T) {
 	ctx := context.Background()
 	register(t, e.svc, skillDir(t, "a", "d", "body", nil))
 	off := skillDir(t, "b", "d", "body", nil)
-	if _, err := e.svc.Register(ctx, pet.RegisterRequest{Path: off, Confirm: true}); err != nil {
+	if _, err := e.svc.Register(ctx, pet.RegisterRequest{Path: off, Confirm: true, Fingerprint: fingerprint(t, e.svc, off)}); err != nil {
 		t.Fatal(err)
 	}
 	proj := filepath.Join(e.ws, pet.ProjectionDir)

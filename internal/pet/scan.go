@@ -83,6 +83,8 @@ type scan struct {
 	staged string
 	// sums are the sha256 of each file's content, by path (only when hashing).
 	sums map[string][32]byte
+	// scratch is the Run's private directory that holds staged (stage only).
+	scratch string
 }
 
 // scanOptions says what a scan reads besides SKILL.md.

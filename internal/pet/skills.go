@@ -21,7 +21,10 @@ type Skill struct {
 	// Enabled Skills are in the allowlist and projected into the Pet workspace.
 	Enabled bool `json:"enabled"`
 	// Shortcut Skills appear on the wheel.
-	Shortcut     bool      `json:"shortcut"`
+	Shortcut bool `json:"shortcut"`
+	// Identity is the directory's device and inode ("dev:ino") as registered (or as accepted by
+	// the last projection rebuild): another directory at the same path is drift.
+	Identity     string    `json:"identity,omitempty"`
 	RegisteredAt time.Time `json:"registeredAt"`
 	UpdatedAt    time.Time `json:"updatedAt"`
 }
@@ -34,8 +37,8 @@ type Inspection struct {
 	Kind        SkillKind   `json:"kind"`
 	Files       []SkillFile `json:"files"`
 	TotalSize   int64       `json:"totalSize"`
-	// Fingerprint digests every file's path and content; pass it to Register to make sure the
-	// Skill registered is the one inspected.
+	// Fingerprint digests every file's path and content; Register requires it, so the Skill
+	// registered is the one inspected.
 	Fingerprint string `json:"fingerprint"`
 	// Registered reports that a Skill of this name exists (at RegisteredPath).
 	Registered     bool   `json:"registered"`
@@ -73,9 +76,9 @@ type RegisterRequest struct {
 	Path string `json:"path"`
 	// Confirm must be true: registration is the separately confirmed second step after Inspect.
 	Confirm bool `json:"confirm"`
-	// Fingerprint, when set, must equal the fingerprint Inspect showed (the directory has not
-	// changed since).
-	Fingerprint string `json:"fingerprint,omitempty"`
+	// Fingerprint is required and must equal the fingerprint Inspect showed: what is registered
+	// is what was inspected, unchanged since.
+	Fingerprint string `json:"fingerprint"`
 	// Enabled and Shortcut set those facts at once (both default to false).
 	Enabled  bool `json:"enabled,omitempty"`
 	Shortcut bool `json:"shortcut,omitempty"`
@@ -86,6 +89,9 @@ func (s *Service) Register(ctx context.Context, req RegisterRequest) (SkillView,
 	if !req.Confirm {
 		return SkillView{}, errs.New(errs.Invalid, "registration must be confirmed: inspect the Skill first, then register it with confirm set")
 	}
+	if req.Fingerprint == "" {
+		return SkillView{}, errs.New(errs.Invalid, "registration needs the fingerprint of an inspection: inspect the Skill first and pass the fingerprint it showed")
+	}
 	p, err := cleanSkillPath(req.Path)
 	if err != nil {
 		return SkillView{}, err
@@ -94,14 +100,14 @@ func (s *Service) Register(ctx context.Context, req RegisterRequest) (SkillView,
 	if err != nil {
 		return SkillView{}, err
 	}
-	if req.Fingerprint != "" && req.Fingerprint != sc.fingerprint {
-		return SkillView{}, errs.New(errs.Conflict, "the Skill at %s changed since it was inspected; inspect it again", p)
+	if req.Fingerprint != sc.fingerprint {
+		return SkillView{}, errs.New(errs.Conflict, "the Skill at %s changed since it was inspected (or the fingerprint is not the one inspection showed); inspect it again", p)
 	}
 	s.skillMu.Lock()
 	defer s.skillMu.Unlock()
 	now := s.now()
 	sk := Skill{Name: sc.name, Path: p, Description: sc.description, Enabled: req.Enabled,
-		Shortcut: req.Shortcut, RegisteredAt: now, UpdatedAt: now}
+		Shortcut: req.Shortcut, Identity: sc.identity, RegisteredAt: now, UpdatedAt: now}
 	// Check first, so that a refused registration leaves no projection entry behind.
 	if err := s.st.View(ctx, func(tx *store.Tx) error { return s.checkNewSkill(tx, sk) }); err != nil {
 		return SkillView{}, err

@@ -215,11 +215,21 @@ func TestRegisterNeedsConfirmationAndTheInspectedContent(t *testing.T) {
 	if _, err := e.svc.Register(ctx, pet.RegisterRequest{Path: d}); errs.CodeOf(err) != errs.Invalid {
 		t.Fatalf("unconfirmed: %v", err)
 	}
+	// confirm:true without the fingerprint of an inspection is refused, and stores nothing.
+	if _, err := e.svc.Register(ctx, pet.RegisterRequest{Path: d, Confirm: true}); errs.CodeOf(err) != errs.Invalid || !strings.Contains(err.Error(), "fingerprint of an inspection") {
+		t.Fatalf("no fingerprint: %v", err)
+	}
+	if _, err := e.svc.Register(ctx, pet.RegisterRequest{Path: d, Confirm: true, Fingerprint: strings.Repeat("0", 64)}); errs.CodeOf(err) != errs.Conflict {
+		t.Fatalf("a made-up fingerprint: %v", err)
+	}
+	if list, _ := e.svc.Skills(ctx); len(list) != 0 {
+		t.Fatalf("a refused registration stored %+v", list)
+	}
 	writeFile(t, filepath.Join(d, "new.txt"), "changed")
 	if _, err := e.svc.Register(ctx, pet.RegisterRequest{Path: d, Confirm: true, Fingerprint: in.Fingerprint}); errs.CodeOf(err) != errs.Conflict {
 		t.Fatalf("changed since inspection: %v", err)
 	}
-	v, err := e.svc.Register(ctx, pet.RegisterRequest{Path: d, Confirm: true})
+	v, err := e.svc.Register(ctx, pet.RegisterRequest{Path: d, Confirm: true, Fingerprint: fingerprint(t, e.svc, d)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +237,7 @@ func TestRegisterNeedsConfirmationAndTheInspectedContent(t *testing.T) {
 	if v.Enabled || v.Shortcut || v.Available || v.Path != d || v.Projection != pet.ProjectionAbsent {
 		t.Fatalf("registered %+v", v)
 	}
-	if _, err := e.svc.Register(ctx, pet.RegisterRequest{Path: d, Confirm: true}); errs.CodeOf(err) != errs.Conflict {
+	if _, err := e.svc.Register(ctx, pet.RegisterRequest{Path: d, Confirm: true, Fingerprint: fingerprint(t, e.svc, d)}); errs.CodeOf(err) != errs.Conflict {
 		t.Fatalf("second registration: %v", err)
 	}
 	in, err = e.svc.Inspect(ctx, d)
@@ -294,7 +304,7 @@ func TestEnabledAndShortcutAreSeparateFacts(t *testing.T) {
 	e := newEnv(t, nil, m, pet.Config{})
 	ctx := context.Background()
 	d := skillDir(t, "a", "d", "body", nil)
-	if _, err := e.svc.Register(ctx, pet.RegisterRequest{Path: d, Confirm: true}); err != nil {
+	if _, err := e.svc.Register(ctx, pet.RegisterRequest{Path: d, Confirm: true, Fingerprint: fingerprint(t, e.svc, d)}); err != nil {
 		t.Fatal(err)
 	}
 	yes, no := true, false

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/store"
 	"github.com/pixie-dev/pixie/internal/store/badgerstore"
 )
@@ -39,7 +40,7 @@ func TestScopeIndexUnderConcurrentTransactions(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			task, _, _, err := svcs[i%2].createInvocation(ctx, snap, "a", KindInstructions, "/x")
+			task, _, _, err := svcs[i%2].createInvocation(ctx, snap, "a", KindInstructions, "/x", "")
 			tasks[i], errs[i] = task.ID, err
 		}()
 	}
@@ -76,7 +77,7 @@ func TestInterruptedRunIsTransient(t *testing.T) {
 	before, _ := New(st, nil, nil, Config{Workspace: filepath.Join(t.TempDir(), "ws")})
 	after, _ := New(st, nil, nil, Config{Workspace: filepath.Join(t.TempDir(), "ws")})
 	snap := Snapshot{Scope: ScopeIndependent, CapturedAt: time.Now().UTC()}
-	_, inv, _, err := before.createInvocation(ctx, snap, "a", KindInstructions, "/x")
+	_, inv, _, err := before.createInvocation(ctx, snap, "a", KindInstructions, "/x", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,5 +96,29 @@ func TestInterruptedRunIsTransient(t *testing.T) {
 	// The retry passes the retryable check and stops only at the (unregistered) Skill.
 	if _, err := after.Retry(ctx, inv.ID); err == nil || !strings.Contains(err.Error(), "no Skill named") {
 		t.Fatalf("retry of an interrupted run: %v", err)
+	}
+}
+
+// TestAShortValueStoredBeforeTheRuleFailsClosed: a value under MinRedactLen bytes that is in
+// the store already (written before SetEnv refused it) stops the invocation with the reason.
+func TestAShortValueStoredBeforeTheRuleFailsClosed(t *testing.T) {
+	ctx := context.Background()
+	st, err := badgerstore.Open(ctx, badgerstore.Options{Dir: t.TempDir(), GCInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	svc, err := New(st, nil, nil, Config{Workspace: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Update(ctx, func(tx *store.Tx) error {
+		return envC.Put(tx, envPrefix("")+"PIN", envValue{Value: "42"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = svc.resolveEnv(ctx, "")
+	if errs.CodeOf(err) != errs.Unprocessable || !strings.Contains(err.Error(), "PIN") || !strings.Contains(err.Error(), "cannot be redacted") {
+		t.Fatalf("resolveEnv = %v", err)
 	}
 }

@@ -73,10 +73,10 @@ func TestWheelCapacityAndRings(t *testing.T) {
 	}
 	// The 25th entry is refused, registered as a shortcut or made one later.
 	extra := skillDir(t, "extra", "d", "body", nil)
-	if _, err := e.svc.Register(ctx, pet.RegisterRequest{Path: extra, Confirm: true, Shortcut: true}); errs.CodeOf(err) != errs.Conflict {
+	if _, err := e.svc.Register(ctx, pet.RegisterRequest{Path: extra, Confirm: true, Fingerprint: fingerprint(t, e.svc, extra), Shortcut: true}); errs.CodeOf(err) != errs.Conflict {
 		t.Fatalf("25th shortcut at registration: %v", err)
 	}
-	if _, err := e.svc.Register(ctx, pet.RegisterRequest{Path: extra, Confirm: true, Enabled: true}); err != nil {
+	if _, err := e.svc.Register(ctx, pet.RegisterRequest{Path: extra, Confirm: true, Fingerprint: fingerprint(t, e.svc, extra), Enabled: true}); err != nil {
 		t.Fatal(err)
 	}
 	yes := true

@@ -175,12 +175,12 @@ func (d *workDir) ReadDir(n int) ([]fs.DirEntry, error) {
 // (/proc/self/mountinfo reports that to poll) or a second has passed (the directory itself
 // could have moved).
 type aliasCache struct {
-	mu    sync.Mutex
+	mu      sync.Mutex
 	watch   bool
 	watchFD int  // /proc/self/mountinfo
 	armed   bool // the file was read since the last change it reported
-	at    time.Time
-	known map[string][]string
+	at      time.Time
+	known   map[string][]string
 }
 
 var homeAliases aliasCache
