@@ -228,7 +228,7 @@ type Run struct {
 	// Fingerprint digests every file the Run executed (the private copy made when it started,
 	// see Inspection.Fingerprint); a retry runs only the same content.
 	Fingerprint string `json:"fingerprint,omitempty"`
-	Status    Status `json:"status"`
+	Status      Status `json:"status"`
 	// ExitCode is the WASM entry point's or script's exit status (absent for instructions).
 	ExitCode *int `json:"exitCode,omitempty"`
 	// Output is the result: stdout, or the model's answer.

@@ -109,17 +109,13 @@ func (s *Service) Invoke(ctx context.Context, req InvokeRequest) (InvocationView
 // of a Run without one) in the system's temporary directory.
 const petScratchPrefix = "pixie-pet-"
 
-// legacyPetScratch takes a lockless pixie-pet-… directory an hour old (made by a version
-// before the lock) for a leftover.
-var legacyPetScratch = scratch.OlderThan(time.Hour, nil)
-
 // stage copies the registered Skill sk into a private directory of its own, validating and
 // hashing exactly the bytes it copies (scanOptions.stage): the Run executes that copy, so no
 // swap of the user's directory between the check and the exec takes effect. The directory must
 // still be the one registered (same device and inode), else the Skill drifts. release removes
 // the copy.
 func (s *Service) stage(ctx context.Context, sk Skill) (*scan, func(), error) {
-	d, err := scratch.Open("", petScratchPrefix, legacyPetScratch)
+	d, err := scratch.Open("", petScratchPrefix, nil)
 	if err != nil {
 		return nil, nil, errs.Wrap(errs.Unavailable, err, "cannot make a run directory: %s", errText(err))
 	}

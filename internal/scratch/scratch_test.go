@@ -27,8 +27,9 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func TestALeftoverOfAKilledProcessIsRemoved(t *testing.T) {
-	parent := t.TempDir()
+// holder starts a process that makes a scratch directory in parent and holds it until killed.
+func holder(t *testing.T, parent string) (*exec.Cmd, string) {
+	t.Helper()
 	exe, _ := os.Executable()
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(), helperEnv+"="+parent)
@@ -39,28 +40,42 @@ func TestALeftoverOfAKilledProcessIsRemoved(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	buf := make([]byte, 4096)
 	n, _ := out.Read(buf)
 	held := strings.TrimSpace(string(buf[:n]))
 	if !strings.HasPrefix(held, filepath.Join(parent, "pixie-test-")) {
 		t.Fatalf("helper printed %q", held)
 	}
-	// While its owner lives, the directory is left alone.
+	return cmd, held
+}
+
+// TestOnlyTheDeadOwnersDirectoryIsRemoved: two live owners and one killed with SIGKILL; the
+// next Open removes only the dead one's directory.
+func TestOnlyTheDeadOwnersDirectoryIsRemoved(t *testing.T) {
+	parent := t.TempDir()
+	_, live1 := holder(t, parent)
+	_, live2 := holder(t, parent)
+	dead, gone := holder(t, parent)
 	if removed := Clean(parent, "pixie-test-", nil); len(removed) != 0 {
-		t.Fatalf("Clean removed a live directory: %v", removed)
+		t.Fatalf("Clean removed live directories: %v", removed)
 	}
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	_ = cmd.Wait()
-	if _, err := os.Stat(held); err != nil {
+	_ = dead.Process.Signal(syscall.SIGKILL)
+	_ = dead.Wait()
+	if _, err := os.Stat(gone); err != nil {
 		t.Fatalf("the killed process's directory is already gone: %v", err)
 	}
 	d, err := Open(parent, "pixie-test-", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer d.Close()
-	if _, err := os.Stat(held); !os.IsNotExist(err) {
-		t.Fatalf("Open left the killed process's %s behind (%v)", held, err)
+	if _, err := os.Stat(gone); !os.IsNotExist(err) {
+		t.Fatalf("Open left the killed process's %s behind (%v)", gone, err)
+	}
+	for _, p := range []string{live1, live2} {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("a live owner's %s was removed: %v", p, err)
+		}
 	}
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
@@ -104,6 +119,10 @@ func TestCleanSparesOthers(t *testing.T) {
 		t.Fatal(err)
 	}
 	onlyEmpty := func(entries []fs.DirEntry) bool { return len(entries) == 0 }
+	// Without a legacy rule no lockless directory is touched; with one, only what it accepts.
+	if removed := Clean(parent, "pixie-test-", nil); len(removed) != 0 {
+		t.Fatalf("Clean removed lockless directories: %v", removed)
+	}
 	removed := Clean(parent, "pixie-test-", OlderThan(time.Minute, onlyEmpty))
 	if len(removed) != 1 || removed[0] != old {
 		t.Fatalf("Clean removed %v, want only %s", removed, old)

@@ -33,7 +33,7 @@ var (
 func PixieBinary(t testing.TB) string {
 	t.Helper()
 	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "pixie-bin-")
+		dir, err := os.MkdirTemp("", "pixie-testbin-") // not pixie-bin-: that is the bash executor's
 		if err != nil {
 			binErr = err
 			return

@@ -20,7 +20,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -192,10 +191,9 @@ func New(cfg Config) (*Executor, error) {
 		}
 	}
 
-	// Versions before the lock left per-run directories beside a helper directory that held
-	// only the pixie link; the age bound (an hour) keeps those of a live older server.
-	scratch.Clean(e.tempDir, legacyRunPrefix, scratch.OlderThan(time.Hour, nil))
-	if e.scratch, err = scratch.Open(e.tempDir, scratchPrefix, scratch.OlderThan(time.Hour, onlyHelperLink)); err != nil {
+	// Only directories whose owner provably died (their lock is free) are removed: one without a
+	// lock file may belong to a live process of another kind or version, and is left alone.
+	if e.scratch, err = scratch.Open(e.tempDir, scratchPrefix, nil); err != nil {
 		return nil, fmt.Errorf("bash executor: private directory: %w", err)
 	}
 	if cfg.PixieBinDir == "" {
@@ -228,18 +226,8 @@ func New(cfg Config) (*Executor, error) {
 	return e, nil
 }
 
-// Prefixes of the executor's private directory, and of the per-run directories older versions
-// made beside it.
-const (
-	scratchPrefix   = "pixie-bin-"
-	legacyRunPrefix = "pixie-run-"
-)
-
-// onlyHelperLink recognises the helper directory of a version before the lock: nothing but a
-// symbolic link named pixie.
-func onlyHelperLink(entries []fs.DirEntry) bool {
-	return len(entries) == 1 && entries[0].Name() == "pixie" && entries[0].Type()&fs.ModeSymlink != 0
-}
+// scratchPrefix names the executor's private directory.
+const scratchPrefix = "pixie-bin-"
 
 // Isolation reports how this executor contains the processes of a run (sandbox.Detect).
 func (e *Executor) Isolation() sandbox.Isolation { return e.iso }
