@@ -243,7 +243,7 @@ func TestPetRoutes(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw = e.expect(t, "POST", "/v1/pet/invocations", map[string]any{"skill": "tidy", "snapshot": snap}, http.StatusConflict, nil)
-	if !strings.Contains(raw, "fails closed: drift (missing") {
+	if !strings.Contains(raw, "projection drift (missing") {
 		t.Fatalf("drift answer %s", raw)
 	}
 	var diag pet.Diagnostics

@@ -68,6 +68,7 @@ import (
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/gate"
 	"github.com/pixie-dev/pixie/internal/model"
+	"github.com/pixie-dev/pixie/internal/scratch"
 	"github.com/pixie-dev/pixie/internal/store"
 	"github.com/pixie-dev/pixie/runtime"
 )
@@ -216,6 +217,8 @@ func New(st *store.Store, exec runtime.Executor, m model.Model, cfg Config) (*Se
 	if err != nil {
 		return nil, err
 	}
+	// Run directories a killed server left behind (their lock is free) go at start.
+	scratch.Clean("", petScratchPrefix, nil)
 	return &Service{st: st, exec: exec, model: m, cfg: cfg, log: cfg.Logger, boot: randHex(8),
 		scopes: keyedMutex{m: map[string]chan struct{}{}}}, nil
 }

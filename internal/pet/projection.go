@@ -334,7 +334,11 @@ func (s *Service) skillState(ctx context.Context, sk Skill) skillState {
 	case st.resolveErr != nil:
 		st.err = st.resolveErr
 	case st.drift:
-		st.err = errs.New(errs.Conflict, "Skill %s fails closed: drift (%s, seen %s); rebuild the projection", sk.Name, mark.Problem, mark.SeenAt.Format(time.RFC3339))
+		kind := "projection drift"
+		if strings.HasPrefix(mark.Problem, "moved:") {
+			kind = "drift"
+		}
+		st.err = errs.New(errs.Conflict, "Skill %s fails closed: %s (%s, seen %s); rebuild the projection", sk.Name, kind, mark.Problem, mark.SeenAt.Format(time.RFC3339))
 	default:
 		if ok, reason := s.executorAvailable(ctx, st.scan.kind); !ok {
 			st.err = errs.New(errs.Unavailable, "Skill %s cannot run: %s", sk.Name, reason)

@@ -82,6 +82,9 @@ func (d *Dir) Close() error {
 // lock file is not locked, or (for a directory without one) legacy accepts them (nil accepts
 // none). Only real directories owned by this user are considered. It returns what it removed.
 func Clean(parent, prefix string, legacy LegacyFunc) []string {
+	if parent == "" {
+		parent = os.TempDir()
+	}
 	entries, err := os.ReadDir(parent)
 	if err != nil {
 		return nil
