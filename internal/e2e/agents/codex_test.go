@@ -284,4 +284,15 @@ func TestCodex(t *testing.T) {
 			t.Fatalf("the replacement did not become a note: %v", notes)
 		}
 	})
+	t.Run("a changed hook is untrusted again", func(t *testing.T) {
+		r.pixieOK(proj, initEnv, "init", "codex", "--write", "--preset", "other", "--url", r.proc.URL, "--home", r.home)
+		dout, code := r.pixieRun(proj, initEnv, "doctor")
+		if code != 1 || !strings.Contains(dout, "has not recorded trust for the hook") || !strings.Contains(dout, "(modified)") {
+			t.Fatalf("doctor: %d\n%s", code, dout)
+		}
+		res := runCodex(t, codex, proj, env, "S-DENY: once more, with changed hooks")
+		if res.HookRuns != 0 {
+			t.Fatalf("Codex ran %d changed hooks", res.HookRuns)
+		}
+	})
 }
