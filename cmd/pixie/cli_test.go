@@ -200,6 +200,18 @@ func TestYAMLErrorNamesTheLine(t *testing.T) {
 	}
 }
 
+// TestSecondServerOnTheSameHome: a second `pixie serve` with the same home says a server already
+// uses it (not a raw Badger lock error).
+func TestSecondServerOnTheSameHome(t *testing.T) {
+	home := t.TempDir()
+	p := testutil.StartServer(t, home, nil)
+	defer p.Stop(t)
+	out, code := testutil.RunPixie(t, context.Background(), nil, "serve", "--home", home, "--addr", testutil.FreeAddr(t))
+	if code != 1 || !strings.Contains(out, "is using the home "+home) || strings.Count(out, "pixie:") != 1 {
+		t.Fatalf("second server: %d\n%s", code, out)
+	}
+}
+
 // TestBusyPortSuggestsAddr: a second server on a busy port says to use --addr.
 func TestBusyPortSuggestsAddr(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

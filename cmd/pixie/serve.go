@@ -236,6 +236,11 @@ func openStore(ctx context.Context, cfg config.Config, log *slog.Logger) (*store
 	dir := filepath.Join(cfg.Home, homeData)
 	st, err := badgerstore.Open(ctx, badgerstore.Options{Dir: dir, GCInterval: cfg.Server.StoreGCInterval, Logger: log})
 	if err != nil {
+		if strings.Contains(err.Error(), "Cannot acquire directory lock") {
+			// Badger's lock says another process holds the store: most likely a second
+			// `pixie serve` with the same home.
+			return nil, nil, fmt.Errorf("another process (most likely a `pixie serve` already running) is using the home %s: its store %s is locked. Use that server, stop it, or start this one with another home (--home DIR, or $PIXIE_HOME)", cfg.Home, dir)
+		}
 		return nil, nil, err
 	}
 	return st, map[string]any{"driver": "badger", "dir": dir}, nil
