@@ -21,7 +21,7 @@ export function hintBar(root, ui) {
   const button = h('button', { class: 'pill', 'aria-label': 'Hints', 'aria-expanded': 'false', title: 'Hints (drop a line into the running task)' }, 'Hints', count);
   const status = h('p', { class: 'error', role: 'alert', hidden: true });
   const input = h('textarea', { id: inputId, rows: 2, placeholder: 'A hint for the agent’s next step… (Enter sends, Shift+Enter for a new line)' });
-  const session = h('input', { id: sessionId, placeholder: 'session id (empty = every session)' });
+  const session = h('input', { id: sessionId, placeholder: 'session id (empty: the first session to step)' });
   const pendingList = h('ul', { 'aria-label': 'Pending hints' });
   const consumedList = h('ul', { 'aria-label': 'Recently consumed hints' });
   const conn = h('span', { class: 'muted' });
@@ -81,7 +81,7 @@ export function hintBar(root, ui) {
   }
 
   function item(hint, cancellable) {
-    const who = hint.sessionId ? `session ${hint.sessionId}` : 'every session';
+    const who = hint.sessionId ? `session ${hint.sessionId}` : 'the first session to step';
     return h('li', { 'data-hint-id': hint.id, 'data-state': hint.state },
       h('span', {}, hint.text), ' ', h('span', { class: 'muted' }, `(${who})`), ' ',
       cancellable ? h('button', { class: 'link', onclick: () => cancel(hint.id), 'aria-label': `Cancel hint: ${hint.text.slice(0, 40)}` }, 'Cancel') : null);
