@@ -43,7 +43,14 @@ does (through codex app-server).
 Every hook and MCP entry carries this binary's absolute path, the server URL and the Pixie home,
 so they reach the server init was pointed at whatever the agent's environment. init asks that
 server whether the preset exists and has gates, and warns when it does not (or cannot be asked).
-pixie doctor checks the result end to end.`
+pixie doctor checks the result end to end.
+
+--proxy (either host) also routes the host's model requests through Pixie's model-API proxy, so
+hints reach the model in one request and stay out of the chat history: Claude Code gets
+env.ANTHROPIC_BASE_URL=<url>/v1/proxy/anthropic and apiKeyHelper "printenv PIXIE_TOKEN" in the
+same settings.json; Codex gets a model provider "pixie" (base_url <url>/v1/proxy/openai/v1,
+X-Pixie-Token from PIXIE_TOKEN) and model_provider = "pixie" in $CODEX_HOME/config.toml (Codex
+reads providers only from the user's config). The token itself is never written.`
 
 // hookEvents are the Claude Code events Pixie handles, in the order they are written.
 var hookEvents = []string{hooks.EventUserPromptSubmit, hooks.EventPreToolUse, hooks.EventPostToolUse, hooks.EventStop, hooks.EventSubagentStop}
@@ -69,7 +76,7 @@ func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // initArgs are the flags of `pixie init`.
 type initArgs struct {
-	write, user, command, trust                bool
+	write, user, command, trust, proxy         bool
 	preset, project, skillDir, serverURL, home string
 }
 
@@ -79,6 +86,7 @@ func initFlags(fs *flag.FlagSet) runFunc {
 	fs.BoolVar(&f.user, "user", false, "target the user's Claude Code folder (~/.claude) instead of the project")
 	fs.StringVar(&f.preset, "preset", "", "the preset the hooks name (default hooks.defaultPreset)")
 	fs.BoolVar(&f.command, "command", false, "command hooks (pixie hook claude) instead of http hooks")
+	fs.BoolVar(&f.proxy, "proxy", false, "also send the host's model requests through Pixie's model-API proxy, which carries hints outside the chat history (see init_proxy.go)")
 	fs.StringVar(&f.project, "dir", "", "the project folder (default: the current directory)")
 	fs.StringVar(&f.skillDir, "skill-dir", "", "the skills folder the agent skill goes into (default hooks.skillDir, else .claude/skills)")
 	fs.StringVar(&f.serverURL, "url", "", "the Pixie server URL (default $PIXIE_SERVER_URL, else http://<addr> from the configuration)")
@@ -143,6 +151,9 @@ func initRun(ctx context.Context, host string, f initArgs, stdout, stderr io.Wri
 		} else {
 			printInit(stdout, o, settings, mcpEntry, f.user, filepath.Join(h, "token"))
 		}
+		if f.proxy {
+			printProxy(stdout, codex, o, f.user, filepath.Join(h, "token"))
+		}
 		return 0
 	}
 
@@ -174,6 +185,12 @@ func initRun(ctx context.Context, host string, f initArgs, stdout, stderr io.Wri
 	}
 
 	settingsPath := filepath.Join(claudeDir, "settings.json")
+	if f.proxy {
+		// First, so a configuration the proxy cannot be merged into stops before anything is written.
+		if err := writeProxy(stdout, codex, o, settingsPath); err != nil {
+			return failTo(stderr, err)
+		}
+	}
 	if codex {
 		settingsPath = filepath.Join(root, ".codex", "hooks.json")
 		if ch := os.Getenv("CODEX_HOME"); f.user && ch != "" {
@@ -227,8 +244,8 @@ func initRun(ctx context.Context, host string, f initArgs, stdout, stderr io.Wri
 		}
 		printCodexTrust(stdout, trusted)
 	}
-	if !o.command {
-		fmt.Fprintln(stdout, "the http hooks send $PIXIE_TOKEN: start Claude Code with it set, for example")
+	if !o.command || f.proxy {
+		fmt.Fprintln(stdout, "the http hooks and the model-API proxy read $PIXIE_TOKEN: start the agent with it set, for example")
 		fmt.Fprintf(stdout, "  export PIXIE_TOKEN=\"$(cat %s)\"\n", filepath.Join(h, "token"))
 	}
 	fmt.Fprintln(stdout, "check the whole set-up with: pixie doctor --dir", shellQuote(base))
