@@ -70,6 +70,9 @@ test: guests ## build the guests, vet, and run every test with the race detector
 	@# Fill the shared WASM compile cache without -race first: a race-instrumented wazero
 	@# compiles a Go guest in tens of seconds, but loads cached code in milliseconds.
 	$(GO) test -count=1 -run TestWarmCompileCache ./internal/wasmwarm/
+	@# The WASM rewriter's differential test over the WebAssembly spec suite runs without -race
+	@# (about 10 s; minutes under -race, where it is skipped).
+	$(GO) test -count=1 ./runtime/wasm/internal/instrument/
 	cd sdk && $(GO) test -race -count=1 ./...
 	@# The AssemblyScript SDK and guests: node's test runner against the SDK's fake host.
 	cd sdk/assemblyscript && npm test

@@ -3,13 +3,21 @@ package wasm
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/debug"
 	"sync"
 
 	extism "github.com/extism/go-sdk"
 	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
 
 	"github.com/pixie-dev/pixie/hostfuncs"
+	"github.com/pixie-dev/pixie/runtime/wasm/internal/extismx"
+	"github.com/pixie-dev/pixie/runtime/wasm/internal/instrument"
 	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
@@ -24,13 +32,10 @@ import (
 // all of them use the same directory, so what one compiled is read from disk by the next.
 type engine struct {
 	cfg Config
-	// rc compiles instrumented modules, which interrupt themselves (interrupt.go); rcChecked
-	// compiles the others with wazero's slower check at every loop (CloseOnContextDone).
-	rc, rcChecked wazero.RuntimeConfig
-	// instrument is false when the guest module of an extism plug-in cannot be reached (see
-	// guestModule): every module is then compiled with wazero's check.
-	instrument bool
-	funcs      []extism.HostFunction
+	// rc compiles instrumented modules (interrupt.go); plain checks uploads as they are.
+	rc, plain wazero.RuntimeConfig
+	funcs     []extism.HostFunction
+	checks    checks
 }
 
 func newEngine(cfg Config) (*engine, error) {
@@ -43,29 +48,58 @@ func newEngine(cfg Config) (*engine, error) {
 		}
 		_ = c.Close(context.Background())
 	}
+	if err := extismx.Check(); err != nil {
+		return nil, err
+	}
+	if _, err := kernel(); err != nil {
+		return nil, err
+	}
 	rc := wazero.NewRuntimeConfig().WithMemoryLimitPages(cfg.MemoryPages)
-	return &engine{cfg: cfg, rc: rc, rcChecked: rc.WithCloseOnContextDone(true), instrument: canReachGuest(),
-		funcs: extismFuncs()}, nil
+	// The interpreter validates exactly as the compiler does (one decoder and validator), and
+	// compiles far faster: it only checks that an upload is valid as it is.
+	plain := wazero.NewRuntimeConfigInterpreter().WithMemoryLimitPages(cfg.MemoryPages)
+	return &engine{cfg: cfg, rc: rc, plain: plain, funcs: extismFuncs()}, nil
 }
 
 // prepared is a module as the engine compiles it.
 type prepared struct {
 	wasm []byte
-	rc   wazero.RuntimeConfig
-	// interruptible: the module carries the interrupt global (interrupt.go).
-	interruptible bool
-	loops         int
+	info *instrument.Result
 }
 
-// prepare instruments wasm so that it can be interrupted cheaply, or, when it cannot be
-// instrumented, keeps it as it is and selects wazero's check.
-func (e *engine) prepare(wasm []byte) prepared {
-	if e.instrument {
-		if out, loops, err := instrument(wasm); err == nil {
-			return prepared{wasm: out, rc: e.rc, interruptible: true, loops: loops}
-		}
+// prepare instruments wasm (interrupt.go); a module that cannot be instrumented is not run.
+func (e *engine) prepare(wasm []byte) (prepared, error) {
+	res, err := instrument.Rewrite(wasm)
+	if err != nil {
+		return prepared{}, err
 	}
-	return prepared{wasm: wasm, rc: e.rcChecked}
+	return prepared{wasm: res.Wasm, info: res}, nil
+}
+
+// knownValid reports whether wasm was found valid as it is (by the plain check) before, on
+// this machine: a marker file in Config.CacheDir, named after the module's sha256 and the
+// check's configuration, saves compiling it again (the plain check compiles with wazero's
+// interpreter, about 0.15 s for a Go guest). The cache directory holds the machine code the
+// executor runs, so a marker in it is trusted no less.
+func (e *engine) knownValid(wasm []byte) bool {
+	if e.cfg.CacheDir == "" {
+		return false
+	}
+	_, err := os.Stat(e.validMarker(wasm))
+	return err == nil
+}
+
+func (e *engine) markValid(wasm []byte) {
+	if e.cfg.CacheDir != "" {
+		_ = os.WriteFile(e.validMarker(wasm), nil, 0o600)
+	}
+}
+
+func (e *engine) validMarker(wasm []byte) string {
+	h := sha256.New()
+	h.Write(wasm)
+	fmt.Fprintf(h, "\x00plain-check v1 wazero %s pages %d", wazeroVersion, e.cfg.MemoryPages)
+	return filepath.Join(e.cfg.CacheDir, "valid-"+hex.EncodeToString(h.Sum(nil)[:16]))
 }
 
 // newCache returns a compilation cache for one compilation: in memory, and on disk in
@@ -82,12 +116,43 @@ func (e *engine) newCache() (wazero.CompilationCache, error) {
 }
 
 // compile compiles a prepared module into a plug-in with WASI and the host functions, through
-// cache.
+// cache, with the host module instrumented code calls and the instrumented Extism kernel.
 func (e *engine) compile(ctx context.Context, cache wazero.CompilationCache, p prepared) (*extism.CompiledPlugin, error) {
-	return extism.NewCompiledPlugin(ctx,
+	cp, err := extism.NewCompiledPlugin(ctx,
 		extism.Manifest{Wasm: []extism.Wasm{extism.WasmData{Data: p.wasm}}},
-		extism.PluginConfig{RuntimeConfig: p.rc.WithCompilationCache(cache), EnableWasi: true},
+		extism.PluginConfig{RuntimeConfig: e.rc.WithCompilationCache(cache), EnableWasi: true},
 		e.funcs)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.setup(ctx, cp); err != nil {
+		_ = cp.Close(ctx)
+		return nil, err
+	}
+	return cp, nil
+}
+
+// setup adds what instrumented code imports to cp's runtime and swaps in the instrumented
+// kernel (internal/extismx).
+func (e *engine) setup(ctx context.Context, cp *extism.CompiledPlugin) error {
+	rt, err := extismx.Runtime(cp)
+	if err != nil {
+		return err
+	}
+	if _, err := rt.NewHostModuleBuilder(instrument.CheckModule).NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(e.checks.fn), nil, []api.ValueType{api.ValueTypeI64}).
+		Export(instrument.CheckName).Instantiate(ctx); err != nil {
+		return fmt.Errorf("wasm: host module %s: %w", instrument.CheckModule, err)
+	}
+	k, err := kernel()
+	if err != nil {
+		return err
+	}
+	cm, err := rt.CompileModule(ctx, k)
+	if err != nil {
+		return fmt.Errorf("wasm: compile the instrumented kernel: %w", err)
+	}
+	return extismx.SetKernel(cp, cm)
 }
 
 // moduleConfig is the WASI configuration of one instance: real clocks, crypto randomness,
@@ -156,3 +221,15 @@ func (b *capBuffer) String() string {
 	}
 	return string(b.buf)
 }
+
+// wazeroVersion is the version of wazero in this binary (for the plain check's markers).
+var wazeroVersion = func() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path == "github.com/tetratelabs/wazero" {
+				return d.Version
+			}
+		}
+	}
+	return "unknown"
+}()

@@ -21,6 +21,7 @@ import (
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/later"
 	"github.com/pixie-dev/pixie/runtime"
+	"github.com/pixie-dev/pixie/runtime/wasm/internal/extismx"
 	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
@@ -215,8 +216,11 @@ func (x *Executor) failed(ctx context.Context, inst *instance, res runtime.Resul
 		}
 		return res, fmt.Errorf("%w: the guest exited with status %d%s", runtime.ErrTrap, exit.ExitCode(), firstLine(res.Stderr))
 	}
-	if ctx.Err() != nil || inst.interrupted.Load() {
-		if errors.Is(ctx.Err(), context.Canceled) {
+	if cause, ok := isInterrupt(err); ok || ctx.Err() != nil {
+		if cause == nil {
+			cause = ctx.Err()
+		}
+		if errors.Is(cause, context.Canceled) {
 			return res, fmt.Errorf("%w: the run was cancelled: %w", runtime.ErrTimeout, context.Canceled)
 		}
 		return res, fmt.Errorf("%w after %s", runtime.ErrTimeout, timeout)
@@ -405,9 +409,6 @@ type module struct {
 	err   error
 	cp    *extism.CompiledPlugin
 	cache wazero.CompilationCache // this module's: closing it frees the compiled code
-	// interruptible: the module was instrumented and its instances stop through their
-	// interrupt global; otherwise wazero's check closes them (interrupt.go).
-	interruptible bool
 
 	pool  chan *instance
 	trash chan *instance // used instances waiting to be closed
@@ -515,14 +516,19 @@ func (m *module) compile() {
 		m.err = err
 		return
 	}
-	prep := m.x.e.prepare(wasm)
+	prep, err := m.x.e.prepare(wasm)
+	if err != nil {
+		_ = cache.Close(ctx)
+		m.err = fmt.Errorf("%w: module %s cannot be run with a time limit: %v", runtime.ErrTrap, m.sha[:12], err)
+		return
+	}
 	cp, err := m.x.e.compile(ctx, cache, prep)
 	if err != nil {
 		_ = cache.Close(ctx)
 		m.err = fmt.Errorf("%w: module %s does not compile: %v", runtime.ErrTrap, m.sha[:12], err)
 		return
 	}
-	m.cp, m.cache, m.interruptible = cp, cache, prep.interruptible
+	m.cp, m.cache = cp, cache
 	m.x.wg.Add(1)
 	go func() {
 		defer m.x.wg.Done()
@@ -615,32 +621,19 @@ func (m *module) take(ctx context.Context) (*instance, error) {
 
 // instance is one single-use plug-in instance.
 type instance struct {
+	instanceRun
 	p     *extism.Plugin
 	out   *capBuffer
 	mount *lateMount
-	// interrupt is the instrumented guest's interrupt global; nil for a module compiled with
-	// wazero's check.
-	interrupt api.MutableGlobal
-	// interrupted is set when arm stopped the guest.
-	interrupted atomic.Bool
+	// mods are the instance's guest and kernel modules, registered with the engine's checks.
+	mods   []api.Module
+	checks *checks
 }
 
-// arm stops the guest at its next loop iteration once ctx ends, until the returned function
-// is called. Instances without an interrupt global are closed by wazero instead.
-func (i *instance) arm(ctx context.Context) (disarm func() bool) {
-	if i.interrupt == nil {
-		return func() bool { return true }
-	}
-	return context.AfterFunc(ctx, func() {
-		i.interrupted.Store(true)
-		i.interrupt.Set(1)
-	})
-}
-
-// call calls the guest's function entry with input, interruptible through ctx.
+// call calls the guest's function entry with input, interruptible through ctx (interrupt.go).
 func (i *instance) call(ctx context.Context, entry string, input []byte) (uint32, []byte, error) {
-	disarm := i.arm(ctx)
-	defer disarm()
+	i.run.Store(&runState{ctx: ctx})
+	defer i.run.Store(nil)
 	return i.p.CallWithContext(ctx, entry, input)
 }
 
@@ -654,12 +647,18 @@ func (m *module) newInstance(ctx context.Context) (*instance, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: instantiate module %s: %v", runtime.ErrTrap, m.sha[:12], err)
 	}
-	inst := &instance{p: p, out: out, mount: mount}
-	if m.interruptible {
-		if inst.interrupt, err = interruptOf(p); err != nil {
-			inst.close()
-			return nil, fmt.Errorf("%w: instantiate module %s: %v", runtime.ErrTrap, m.sha[:12], err)
+	inst := &instance{p: p, out: out, mount: mount, checks: &m.x.e.checks}
+	guest, err := extismx.MainModule(p)
+	if err == nil {
+		var k api.Module
+		if k, err = extismx.KernelModule(p); err == nil {
+			inst.mods = []api.Module{guest, k}
+			inst.checks.add(inst, inst.mods...)
 		}
+	}
+	if err != nil {
+		inst.close()
+		return nil, fmt.Errorf("%w: instantiate module %s: %v", runtime.ErrTrap, m.sha[:12], err)
 	}
 	if p.FunctionExists(abi.EntryInit) {
 		if _, _, err := inst.call(ctx, abi.EntryInit, nil); err != nil {
@@ -673,4 +672,9 @@ func (m *module) newInstance(ctx context.Context) (*instance, error) {
 	return inst, nil
 }
 
-func (i *instance) close() { _ = i.p.Close(context.Background()) }
+func (i *instance) close() {
+	_ = i.p.Close(context.Background())
+	if i.checks != nil {
+		i.checks.remove(i.mods...)
+	}
+}

@@ -1,22 +1,74 @@
 package wasm
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
 	goruntime "runtime"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/tetratelabs/wazero"
-	"github.com/tetratelabs/wazero/api"
-
 	"github.com/pixie-dev/pixie/internal/errs"
-	"github.com/pixie-dev/pixie/internal/testutil"
 	"github.com/pixie-dev/pixie/runtime"
 )
 
+// watModule reads testdata/wat/name.wasm, built from name.wat (TestWatUpToDate checks it).
+func watModule(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "wat", name+".wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestWatUpToDate checks that every testdata/wat/*.wasm is what wat2wasm (Debian's wabt, which
+// .ci/run installs) makes of its .wat.
+func TestWatUpToDate(t *testing.T) {
+	bin, err := exec.LookPath("wat2wasm")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("wat2wasm is not installed (apt-get install wabt)")
+		}
+		t.Skip("wat2wasm is not installed (apt-get install wabt)")
+	}
+	wats, _ := filepath.Glob(filepath.Join("testdata", "wat", "*.wat"))
+	if len(wats) == 0 {
+		t.Fatal("no .wat files")
+	}
+	for _, w := range wats {
+		out := filepath.Join(t.TempDir(), "m.wasm")
+		if b, err := exec.Command(bin, w, "-o", out).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v %s", w, err, b)
+		}
+		want, _ := os.ReadFile(out)
+		have, _ := os.ReadFile(strings.TrimSuffix(w, ".wat") + ".wasm")
+		if !bytes.Equal(want, have) {
+			t.Errorf("%s.wasm is stale: run wat2wasm %s -o %s.wasm", strings.TrimSuffix(w, ".wat"), w, strings.TrimSuffix(w, ".wat"))
+		}
+	}
+}
+
 // Hand-assembled modules (the binary format, section by section).
+
+func leb(v uint32) []byte {
+	var b []byte
+	for {
+		c := byte(v & 0x7F)
+		v >>= 7
+		if v != 0 {
+			b = append(b, c|0x80)
+			continue
+		}
+		return append(b, c)
+	}
+}
 
 func wasmModule(sections ...[]byte) []byte {
 	out := []byte("\x00asm\x01\x00\x00\x00")
@@ -26,17 +78,19 @@ func wasmModule(sections ...[]byte) []byte {
 	return out
 }
 
-func section(id byte, payload ...byte) []byte { return appendSection(nil, id, payload) }
+func section(id byte, payload ...byte) []byte {
+	return append(append([]byte{id}, leb(uint32(len(payload)))...), payload...)
+}
 
 func vec(items ...[]byte) []byte {
-	out := appendU32(nil, uint32(len(items)))
+	out := leb(uint32(len(items)))
 	for _, it := range items {
 		out = append(out, it...)
 	}
 	return out
 }
 
-func str(s string) []byte { return append(appendU32(nil, uint32(len(s))), s...) }
+func str(s string) []byte { return append(leb(uint32(len(s))), s...) }
 
 func cat(parts ...[]byte) []byte {
 	var out []byte
@@ -49,280 +103,145 @@ func cat(parts ...[]byte) []byte {
 // body is a function body: no locals, then code (which must end with 0x0B).
 func body(code ...byte) []byte {
 	b := append([]byte{0x00}, code...)
-	return append(appendU32(nil, uint32(len(b))), b...)
+	return append(leb(uint32(len(b))), b...)
 }
 
 var (
-	// one memory of at least one page (the check grows memory 0 by zero pages)
+	// types: 0 = () -> (), 1 = () -> i32
+	typeSection   = section(1, vec([]byte{0x60, 0x00, 0x00}, []byte{0x60, 0x00, 0x01, 0x7F})...)
 	memorySection = section(5, vec([]byte{0x00, 0x01})...)
-	// types: 0 = () -> (), 1 = () -> i32, 2 = (i32) -> (i32)
-	typeSection = section(1, vec([]byte{0x60, 0x00, 0x00}, []byte{0x60, 0x00, 0x01, 0x7F}, []byte{0x60, 0x01, 0x7F, 0x01, 0x7F})...)
-	// spin: loop br 0 end, forever.
-	spinBody = body(0x03, 0x40, 0x0C, 0x00, 0x0B, 0x0B)
-	// count: (i32 n) -> i32, counts n down in a loop whose block type is a type index with a
-	// parameter (multi-value), then returns 7.
-	countBody = body(
-		0x20, 0x00, // local.get 0
-		0x03, 0x02, // loop (type 2: i32 -> i32)
-		0x41, 0x01, 0x6B, // i32.const 1, i32.sub
-		0x22, 0x00, // local.tee 0: the loop's value stays on the stack
-		0x20, 0x00, // local.get 0: the condition
-		0x0D, 0x00, // br_if 0: back to the loop with the value
-		0x0B,       // end
-		0x1A,       // drop
-		0x41, 0x07, // i32.const 7
-		0x0B)
+	gateExport    = cat(str("gate"), []byte{0x00})
 )
 
-// spinModule exports spin () -> () and count (i32) -> i32; with imports it imports a global
-// first (so the interrupt global's index is not 0), and with exportName it also exports a
-// function under that name.
-func spinModule(importGlobal bool, exportName string) []byte {
-	var secs [][]byte
-	secs = append(secs, typeSection)
-	if importGlobal {
-		secs = append(secs, section(2, vec(cat(str("env"), str("g"), []byte{kindGlobal, 0x7F, 0x00}))...))
-	}
-	secs = append(secs, section(3, vec([]byte{0x00}, []byte{0x02})...), memorySection)
-	exports := [][]byte{cat(str("spin"), []byte{0x00, 0x00}), cat(str("count"), []byte{0x00, 0x01})}
-	if exportName != "" {
-		exports = append(exports, cat(str(exportName), []byte{0x00, 0x00}))
-	}
-	secs = append(secs, section(7, vec(exports...)...))
-	secs = append(secs, section(0, cat(str("a custom section"), []byte("kept as it is"))...))
-	secs = append(secs, section(10, vec(spinBody, countBody)...))
-	return wasmModule(secs...)
+// straightLineModule exports gate, which calls in an endless loop a function of n times
+// `i32.const 0; drop` and no loop of its own: code that runs a long time between loop headers.
+func straightLineModule(n int) []byte {
+	code := bytes.Repeat([]byte{0x41, 0x00, 0x1A}, n)
+	code = append(code, 0x0B)
+	long := append(append(leb(uint32(len(code)+1)), 0x00), code...)
+	gate := body(0x03, 0x40, 0x10, 0x00, 0x0C, 0x00, 0x0B, 0x41, 0x0A, 0x0B) // loop call 0 br 0 end; i32.const 10
+	return wasmModule(typeSection, section(3, vec([]byte{0x00}, []byte{0x01})...), memorySection,
+		section(7, vec(cat(gateExport, leb(1)))...), section(10, vec(long, gate)...))
 }
 
-func TestInstrument(t *testing.T) {
-	ctx := context.Background()
-	tests := []struct {
-		name         string
-		wasm         []byte
-		loops        int
-		importGlobal bool
-	}{
-		{name: "no global section", wasm: spinModule(false, ""), loops: 2},
-		{name: "an imported global shifts the index", wasm: spinModule(true, ""), loops: 2, importGlobal: true},
-		{name: "no export section", wasm: wasmModule(typeSection, section(3, vec([]byte{0x00})...), memorySection, section(10, vec(spinBody)...)), loops: 1},
-		{name: "an existing global section", wasm: wasmModule(typeSection, section(3, vec([]byte{0x00})...), memorySection,
-			section(6, vec([]byte{0x7E, 0x00, 0x42, 0x05, 0x0B})...), section(7, vec(cat(str("spin"), []byte{0x00, 0x00}))...),
-			section(10, vec(spinBody)...)), loops: 1},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			out, loops, err := instrument(tc.wasm)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if loops != tc.loops {
-				t.Fatalf("%d loops instrumented, want %d", loops, tc.loops)
-			}
-			rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig())
-			defer rt.Close(ctx)
-			if tc.importGlobal {
-				// wazero's host modules cannot export globals; a tiny wasm module does.
-				env := wasmModule(section(6, vec([]byte{0x7F, 0x00, 0x41, 0x00, 0x0B})...), section(7, vec(cat(str("g"), []byte{kindGlobal, 0x00}))...))
-				if _, err := rt.InstantiateWithConfig(ctx, env, wazero.NewModuleConfig().WithName("env")); err != nil {
-					t.Fatal(err)
-				}
-			}
-			m, err := rt.InstantiateWithConfig(ctx, out, wazero.NewModuleConfig().WithName(""))
-			if err != nil {
-				t.Fatalf("the instrumented module does not instantiate: %v", err)
-			}
-			// The check reads this global (with an imported global before it, reading the
-			// wrong index would leave the loop running below).
-			g, ok := m.ExportedGlobal(interruptExport).(api.MutableGlobal)
-			if !ok || g.Type() != api.ValueTypeI32 || g.Get() != 0 {
-				t.Fatalf("interrupt global: %v %v", g, ok)
-			}
-			if f := m.ExportedFunction("count"); f != nil {
-				if res, err := f.Call(ctx, 1000); err != nil || res[0] != 7 {
-					t.Fatalf("count: %v %v", res, err)
-				}
-			}
-			spin := m.ExportedFunction("spin")
-			if spin == nil {
-				return // the module without exports: only the global's export is checked
-			}
-			// A spinning loop stops at its next iteration once the global is set, with no
-			// other way to stop it: the runtime is built without wazero's own check.
-			done := make(chan error, 1)
-			go func() {
-				_, err := spin.Call(ctx)
-				done <- err
-			}()
-			select {
-			case err := <-done:
-				t.Fatalf("spin returned before the interrupt: %v", err)
-			case <-time.After(50 * time.Millisecond):
-			}
-			// The garbage collector can stop the world while the guest spins: machine code
-			// cannot be preempted, but the check's periodic call into Go can. (Without it this
-			// deadlocks: the timeout below cannot fire either, and go test's -timeout ends it.)
-			gc := make(chan struct{})
-			go func() {
-				goruntime.GC()
-				close(gc)
-			}()
-			select {
-			case <-gc:
-			case <-time.After(20 * time.Second):
-				t.Fatal("a garbage collection could not stop the world while the guest spins")
-			}
-			select {
-			case err := <-done:
-				t.Fatalf("spin returned before the interrupt: %v", err)
-			default:
-			}
-			g.Set(1)
-			select {
-			case err := <-done:
-				if err == nil || !strings.Contains(err.Error(), "unreachable") {
-					t.Fatalf("spin ended with %v, want the unreachable trap", err)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("setting the interrupt global did not stop the loop")
-			}
-		})
-	}
-}
-
-func TestInstrumentRefuses(t *testing.T) {
-	good := spinModule(false, "")
+// TestTimeLimit runs guests that never end, each in its own way, with a short time limit: each
+// run fails with the timeout error within 100 ms of its deadline, a garbage collection started
+// while the guest spins finishes, and the executor keeps serving.
+func TestTimeLimit(t *testing.T) {
 	tests := []struct {
 		name string
 		wasm []byte
-		want string
+		vars map[string]string
 	}{
-		{name: "not wasm", wasm: []byte("hello world"), want: "not a WebAssembly 1.0 binary"},
-		{name: "truncated", wasm: good[:len(good)-3], want: "truncated"},
-		{name: "already exports the name", wasm: spinModule(false, interruptExport), want: "already exports"},
-		{name: "an unknown instruction", wasm: wasmModule(typeSection, section(3, vec([]byte{0x00})...), memorySection, section(10, vec(body(0x06, 0x40, 0x0B, 0x0B))...)),
-			want: "unknown instruction 0x06"},
-		{name: "an unknown section", wasm: wasmModule(section(42, 0x00)), want: "unknown section 42"},
-		// global.set 0 in a module without globals: index 0 would be the fuel global.
-		{name: "a reference to a global the module does not have", wasm: wasmModule(typeSection, section(3, vec([]byte{0x00})...), memorySection,
-			section(10, vec(body(0x41, 0x00, 0x24, 0x00, 0x0B))...)), want: "global 0 does not exist"},
-		{name: "a start function", wasm: wasmModule(typeSection, section(3, vec([]byte{0x00})...), memorySection, section(8, 0x00),
-			section(10, vec(spinBody)...)), want: "start function"},
-		{name: "no memory", wasm: wasmModule(typeSection, section(3, vec([]byte{0x00})...), section(10, vec(spinBody)...)), want: "no memory"},
-		{name: "a body overrunning its section", wasm: wasmModule(typeSection, section(3, vec([]byte{0x00})...), memorySection, section(10, 0x01, 0x09, 0x00, 0x0B)),
-			want: "truncated"},
+		{name: "tree recursion without a loop", wasm: watModule(t, "treerec")},
+		{name: "mutual recursion", wasm: watModule(t, "mutual")},
+		{name: "recursion through call_indirect", wasm: watModule(t, "indirect")},
+		{name: "a loop inside a br_table target", wasm: watModule(t, "brtable")},
+		{name: "a start function that spins", wasm: watModule(t, "startspin")},
+		{name: "the Extism kernel looping in the guest's alloc", wasm: watModule(t, "gate_kernel")},
+		{name: "the Extism kernel looping in a host function's alloc", wasm: watModule(t, "kernel_host"), vars: map[string]string{"BIG": strings.Repeat("x", 30000)}},
+		{name: "a bulk memory instruction in a loop", wasm: watModule(t, "fillspin")},
+		{name: "long straight-line code called in a loop", wasm: straightLineModule(200000)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := instrument(tc.wasm)
-			if !errors.Is(err, errNotInstrumentable) || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("got %v, want an errNotInstrumentable saying %q", err, tc.want)
-			}
-		})
-	}
-}
-
-// TestInstrumentGuests instruments Go guests. Compiling and running them instrumented is what
-// the rest of this package's tests do (through the executor and its compilation cache; a
-// compilation here would take tens of seconds under the race detector).
-func TestInstrumentGuests(t *testing.T) {
-	for _, g := range []string{"block-risky-commands", "only-search-tools", "testdata/fault-loop", "testdata/echo"} {
-		t.Run(g, func(t *testing.T) {
-			out, loops, err := instrument(testutil.Guest(t, g))
+			ctx := context.Background()
+			sum := sha256.Sum256(tc.wasm)
+			src := &fixedSource{sha: hex.EncodeToString(sum[:]), wasm: tc.wasm}
+			x, err := New(ctx, Config{CacheDir: t.TempDir(), PoolSize: -1}, src)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if loops < 500 || len(out) <= len(testutil.Guest(t, g)) {
-				t.Fatalf("%d loops instrumented in a Go guest, %d bytes", loops, len(out))
+			defer x.Close(ctx)
+			const limit = 300 * time.Millisecond
+			gc := make(chan time.Duration, 1)
+			go func() {
+				time.Sleep(limit / 2)
+				t0 := time.Now()
+				goruntime.GC()
+				gc <- time.Since(t0)
+			}()
+			start := time.Now()
+			_, err = x.Run(ctx, runtime.Request{Kind: runtime.KindModule, Ref: "m", Vars: tc.vars, Timeout: limit})
+			took := time.Since(start)
+			if !errors.Is(err, runtime.ErrTimeout) {
+				t.Fatalf("got %v, want the timeout error", err)
 			}
-			if _, _, err := instrument(out); err == nil || !strings.Contains(err.Error(), "already exports") {
-				t.Fatalf("instrumenting twice: %v", err)
+			bound := 100 * time.Millisecond
+			if raceEnabled {
+				bound = 500 * time.Millisecond
+			}
+			if over := took - limit; over > bound {
+				t.Errorf("the run ended %s after its deadline (bound %s)", over, bound)
+			}
+			select {
+			case d := <-gc:
+				t.Logf("ended %s after the deadline; a GC during the run took %s", took-limit, d)
+			case <-time.After(5 * time.Second):
+				t.Fatal("a garbage collection started during the run did not finish")
 			}
 		})
 	}
 }
 
-// TestGuestModuleReachable pins the extism internals guestModule relies on: if an upgrade
-// renames the field, every module would silently fall back to wazero's slower check.
-func TestGuestModuleReachable(t *testing.T) {
-	if !canReachGuest() {
-		t.Fatalf("extism.Plugin has no %s field of type api.Module", guestField)
-	}
-	e := env(t)
-	e.push(t, "testdata/echo", "echo")
-	if err := e.x.Warm(context.Background(), "echo"); err != nil {
-		t.Fatal(err)
-	}
-	m := e.module(t, "echo")
-	if !m.interruptible {
-		t.Fatal("the echo guest was not compiled instrumented")
-	}
-	inst, err := m.take(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer inst.close()
-	if inst.interrupt == nil {
-		t.Fatal("the instance has no interrupt global")
-	}
+// fixedSource serves one module under any name, with its real sha256.
+type fixedSource struct {
+	sha  string
+	wasm []byte
 }
 
-// TestUninstrumentedModuleStillStops runs a module that cannot be instrumented (it already
-// exports the interrupt global's name): it is compiled with wazero's check and a spinning call
-// still ends at the time limit.
-func TestUninstrumentedModuleStillStops(t *testing.T) {
-	ctx := context.Background()
-	gate := cat(str("gate"), []byte{0x00, 0x02})
-	wasm := wasmModule(typeSection, section(3, vec([]byte{0x00}, []byte{0x01}, []byte{0x01})...), memorySection,
-		section(7, vec(gate, cat(str(interruptExport), []byte{0x00, 0x01}))...),
-		section(10, vec(spinBody, body(0x41, 0x00, 0x0B), body(0x10, 0x00, 0x41, 0x00, 0x0B))...))
-	x, err := New(ctx, Config{PoolSize: -1}, memSource{wasm})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Close(ctx)
-	start := time.Now()
-	_, err = x.Run(ctx, runtime.Request{Kind: runtime.KindModule, Ref: "m", Timeout: 200 * time.Millisecond})
-	if !errors.Is(err, runtime.ErrTimeout) {
-		t.Fatalf("got %v, want a timeout", err)
-	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Fatalf("the call stopped after %s", d)
-	}
-	m, err := x.module(ctx, "00000000000000000000000000000000000000000000000000000000000000aa")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.release()
-	if m.interruptible {
-		t.Fatal("the module should have been compiled with wazero's check")
-	}
-}
+func (s *fixedSource) Resolve(context.Context, string) (string, error) { return s.sha, nil }
+func (s *fixedSource) Load(context.Context, string) ([]byte, error)    { return s.wasm, nil }
 
-// BenchmarkInstrument measures instrumenting the block-risky-commands guest (done once per
-// module, before compiling).
-func BenchmarkInstrument(b *testing.B) {
-	wasm := testutil.Guest(b, "block-risky-commands")
-	b.SetBytes(int64(len(wasm)))
-	for b.Loop() {
-		if _, _, err := instrument(wasm); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-// TestValidatorRefusesReachingAddedGlobals uploads a module whose code sets global 0 although
-// it has no global: instrumented, index 0 would be its fuel counter. It is refused.
-func TestValidatorRefusesReachingAddedGlobals(t *testing.T) {
+// TestValidatorRefuses uploads modules that wazero itself refuses, or that would reach what
+// the rewrite adds, or use its reserved names: each is refused with the reason.
+func TestValidatorRefuses(t *testing.T) {
 	ctx := context.Background()
 	v, err := NewValidator(ctx, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	wasm := wasmModule(typeSection, section(3, vec([]byte{0x01})...), memorySection,
-		section(7, vec(cat(str("gate"), []byte{0x00, 0x00}))...),
-		section(10, vec(body(0x41, 0x00, 0x24, 0x00, 0x41, 0x00, 0x0B))...))
-	_, err = v.Validate(ctx, wasm, "")
-	if !errs.Is(err, errs.Unprocessable) || !strings.Contains(err.Error(), "does not compile") {
+	gateBody := body(0x41, 0x0A, 0x0B)
+	funcs := section(3, vec([]byte{0x01})...)
+	code := section(10, vec(gateBody)...)
+	tests := []struct {
+		name string
+		wasm []byte
+		want string
+	}{
+		// exports.wast: an export of a global one past the last (none here): instrumented, it
+		// would be the fuel.
+		{name: "an export of a global that does not exist", wasm: wasmModule(typeSection, funcs, memorySection,
+			section(7, vec(cat(gateExport, leb(0)), cat(str("g"), []byte{0x03, 0x00}))...), code), want: "does not compile"},
+		// binary-leb128.wast: a 5-byte LEB128 with unused bits set (the export's index).
+		{name: "a LEB128 with unused bits set", wasm: wasmModule(typeSection, funcs, memorySection,
+			section(7, vec(cat(gateExport, []byte{0x80, 0x80, 0x80, 0x80, 0x70}))...), code), want: "does not compile"},
+		{name: "global.set of a global that does not exist", wasm: wasmModule(typeSection, funcs, memorySection,
+			section(7, vec(cat(gateExport, leb(0)))...), section(10, vec(body(0x41, 0x00, 0x24, 0x00, 0x41, 0x0A, 0x0B))...)),
+			want: "does not compile"},
+		{name: "a reserved export name", wasm: wasmModule(typeSection, funcs, memorySection,
+			section(7, vec(cat(gateExport, leb(0)), cat(str("pixie:fuel"), []byte{0x00, 0x00}))...), code), want: "reserved for Pixie"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := v.Validate(ctx, tc.wasm, "")
+			if !errs.Is(err, errs.Unprocessable) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want a refusal saying %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestValidatorRefusesEndlessStart uploads a module whose start function never ends: it is
+// refused, with the reason, once the validator's bound on instantiating it has passed.
+func TestValidatorRefusesEndlessStart(t *testing.T) {
+	ctx := context.Background()
+	v, err := NewValidator(ctx, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = v.Validate(ctx, watModule(t, "startspin"), "")
+	if !errs.Is(err, errs.Unprocessable) || !strings.Contains(err.Error(), "start function did not end") {
 		t.Fatalf("got %v, want a refusal", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	extism "github.com/extism/go-sdk"
 	"github.com/tetratelabs/wazero"
@@ -14,14 +15,17 @@ import (
 	"github.com/pixie-dev/pixie/hostfuncs"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/runtime/modules"
+	"github.com/pixie-dev/pixie/runtime/wasm/internal/instrument"
 	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 // Import namespaces the host provides.
 const (
-	nsWASI       = "wasi_snapshot_preview1"
-	nsExtismEnv  = "extism:host/env"
-	maxReasonLen = 500
+	// validateInitTimeout bounds instantiating an upload once (its start function).
+	validateInitTimeout = 5 * time.Second
+	nsWASI              = "wasi_snapshot_preview1"
+	nsExtismEnv         = "extism:host/env"
+	maxReasonLen        = 500
 )
 
 // Validator checks modules for the registry (it implements modules.Validator). It compiles
@@ -87,14 +91,31 @@ func (v *Validator) Validate(ctx context.Context, wasm []byte, entry string) (mo
 		return modules.Info{}, err
 	}
 	defer cache.Close(ctx)
-	// What is compiled, here and in the executor, is the module prepared for interruption
-	// (interrupt.go): the executor then finds this compilation in the cache directory.
-	prep := v.e.prepare(wasm)
-	rt := wazero.NewRuntimeWithConfig(ctx, prep.rc.WithCompilationCache(cache))
-	defer rt.Close(ctx)
-	cm, err := rt.CompileModule(ctx, prep.wasm)
+	// The upload must compile as it is (instrumenting it must never make an invalid module
+	// valid), and its imports and exports are checked on it as it is; then it is compiled
+	// instrumented (interrupt.go), which is what the executor runs and then finds in the cache
+	// directory.
+	// The rewrite's strict reader goes first: wazero's decoder allocates by the counts a module
+	// declares before reading what they count (a few bytes declaring billions of function
+	// parameters make it run out of memory, which no recover catches); the reader refuses any
+	// count the module's bytes do not hold.
+	prep, err := v.e.prepare(wasm)
 	if err != nil {
-		return modules.Info{}, refuse("module does not compile: %v", err)
+		return modules.Info{}, refuse("module does not compile: %s", instrument.Reason(err))
+	}
+	if !v.e.knownValid(wasm) {
+		plain := wazero.NewRuntimeWithConfig(ctx, v.e.plain)
+		defer plain.Close(ctx)
+		if _, err := compileModule(ctx, plain, wasm); err != nil {
+			return modules.Info{}, refuse("module does not compile: %v", err)
+		}
+		v.e.markValid(wasm)
+	}
+	rt := wazero.NewRuntimeWithConfig(ctx, v.e.rc.WithCompilationCache(cache))
+	defer rt.Close(ctx)
+	cm, err := compileModule(ctx, rt, prep.wasm)
+	if err != nil {
+		return modules.Info{}, refuse("module does not compile once instrumented: %v", err)
 	}
 	var info modules.Info
 	var bad []string
@@ -104,6 +125,9 @@ func (v *Validator) Validate(ctx context.Context, wasm []byte, entry string) (mo
 	}
 	for _, f := range cm.ImportedFunctions() {
 		mod, name, _ := f.Import()
+		if mod == instrument.CheckModule {
+			continue // added by the rewrite (the rewrite refuses modules that import it)
+		}
 		info.Imports = append(info.Imports, mod+"."+name)
 		ok := false
 		switch mod {
@@ -132,6 +156,9 @@ func (v *Validator) Validate(ctx context.Context, wasm []byte, entry string) (mo
 		return modules.Info{}, refuse("module imports what the host does not provide: %s", strings.Join(bad, ", "))
 	}
 	for name := range cm.ExportedFunctions() {
+		if strings.HasPrefix(name, instrument.ReservedPrefix) {
+			continue
+		}
 		info.Exports = append(info.Exports, name)
 	}
 	slices.Sort(info.Exports)
@@ -152,8 +179,14 @@ func (v *Validator) Validate(ctx context.Context, wasm []byte, entry string) (mo
 		return modules.Info{}, refuse("module does not compile: %v", err)
 	}
 	defer cp.Close(ctx)
-	p, err := cp.Instance(ctx, extism.PluginInstanceConfig{ModuleConfig: moduleConfig(&capBuffer{max: 1024}, nil)})
+	// A start function runs while the module is instantiated: it must end in time.
+	ictx, cancel := context.WithTimeout(ctx, validateInitTimeout)
+	defer cancel()
+	p, err := cp.Instance(withMemory(ictx), extism.PluginInstanceConfig{ModuleConfig: moduleConfig(&capBuffer{max: 1024}, nil)})
 	if err != nil {
+		if _, ok := isInterrupt(err); ok || ictx.Err() != nil {
+			return modules.Info{}, refuse("module cannot be instantiated: its start function did not end within %s", validateInitTimeout)
+		}
 		return modules.Info{}, refuse("module cannot be instantiated: %v", err)
 	}
 	_ = p.Close(ctx)
@@ -177,4 +210,16 @@ func refuse(format string, args ...any) error {
 		msg = msg[:maxReasonLen] + "…"
 	}
 	return errs.New(errs.Unprocessable, "%s", msg)
+}
+
+// compileModule compiles wasm in rt, turning a panic in wazero into an error: wazero's
+// validator can panic on a malformed module (found by FuzzRewrite: a function section naming
+// a type that does not exist), and an upload must never bring the server down.
+func compileModule(ctx context.Context, rt wazero.Runtime, wasm []byte) (cm wazero.CompiledModule, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			cm, err = nil, fmt.Errorf("wazero panicked: %v", p)
+		}
+	}()
+	return rt.CompileModule(ctx, wasm)
 }

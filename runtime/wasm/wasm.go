@@ -27,11 +27,13 @@
 //     heap and leaves the copies to the garbage collector: growing populates the new pages, and
 //     closing an instance unmaps its memory at once.
 //   - Limits. Memory is capped at Config.MemoryPages (wazero's memory limit, so a memory bomb
-//     fails to grow and the guest dies); the run's context carries its time limit, and when it
-//     ends the guest stops at its next loop iteration through the interrupt global Pixie adds
-//     to every module it compiles (interrupt.go: cheaper than wazero's CloseOnContextDone,
-//     which made a Go guest's code several times slower); input, output and host calls are
-//     capped.
+//     fails to grow and the guest dies); the run's context carries its time limit, which no
+//     guest code can dodge: every module, the guest and Extism's kernel alike, is rewritten
+//     (internal/instrument) to spend fuel at every function entry, loop header and bulk memory
+//     instruction and to call into Go (interrupt.go) at least once per millisecond or so of
+//     code, where the run is ended once its context is done and where the garbage collector
+//     can stop the goroutine; input, output and host calls are capped. A module is accepted
+//     only if it compiles as uploaded and once rewritten.
 //     A trap, a timeout or a guest that exits (a Go panic or out-of-memory exits with status 2)
 //     is an error wrapping runtime.ErrTrap or runtime.ErrTimeout, and the instance is gone.
 //   - Sandbox. WASI without network (extism's http_request is denied: no allowed hosts) and
