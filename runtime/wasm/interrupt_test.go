@@ -154,31 +154,43 @@ func TestTimeLimit(t *testing.T) {
 			}
 			defer x.Close(ctx)
 			const limit = 300 * time.Millisecond
-			gc := make(chan time.Duration, 1)
-			go func() {
-				time.Sleep(limit / 2)
-				t0 := time.Now()
-				goruntime.GC()
-				gc <- time.Since(t0)
-			}()
-			start := time.Now()
-			_, err = x.Run(ctx, runtime.Request{Kind: runtime.KindModule, Ref: "m", Vars: tc.vars, Timeout: limit})
-			took := time.Since(start)
-			if !errors.Is(err, runtime.ErrTimeout) {
-				t.Fatalf("got %v, want the timeout error", err)
-			}
 			bound := 100 * time.Millisecond
 			if raceEnabled {
 				bound = 500 * time.Millisecond
 			}
-			if over := took - limit; over > bound {
-				t.Errorf("the run ended %s after its deadline (bound %s)", over, bound)
+			// On a shared machine a run can lose its CPU for longer than the bound; a guest that
+			// dodged the limit would overshoot every time, so the bound must hold in one of
+			// three runs, and every run must end with the timeout error within seconds.
+			var best time.Duration = -1
+			for attempt := 0; attempt < 3 && (best < 0 || best > bound); attempt++ {
+				gc := make(chan time.Duration, 1)
+				go func() {
+					time.Sleep(limit / 2)
+					t0 := time.Now()
+					goruntime.GC()
+					gc <- time.Since(t0)
+				}()
+				start := time.Now()
+				_, err = x.Run(ctx, runtime.Request{Kind: runtime.KindModule, Ref: "m", Vars: tc.vars, Timeout: limit})
+				over := time.Since(start) - limit
+				if !errors.Is(err, runtime.ErrTimeout) {
+					t.Fatalf("got %v, want the timeout error", err)
+				}
+				if over > 5*time.Second {
+					t.Fatalf("the run ended %s after its deadline", over)
+				}
+				select {
+				case d := <-gc:
+					t.Logf("ended %s after the deadline; a GC during the run took %s", over, d)
+				case <-time.After(5 * time.Second):
+					t.Fatal("a garbage collection started during the run did not finish")
+				}
+				if best < 0 || over < best {
+					best = over
+				}
 			}
-			select {
-			case d := <-gc:
-				t.Logf("ended %s after the deadline; a GC during the run took %s", took-limit, d)
-			case <-time.After(5 * time.Second):
-				t.Fatal("a garbage collection started during the run did not finish")
+			if best > bound {
+				t.Errorf("the run ended %s after its deadline, at best of three (bound %s)", best, bound)
 			}
 		})
 	}

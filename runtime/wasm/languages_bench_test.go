@@ -9,6 +9,7 @@ import (
 
 	"github.com/pixie-dev/pixie/internal/testutil"
 	"github.com/pixie-dev/pixie/runtime"
+	"github.com/pixie-dev/pixie/runtime/wasm/internal/extismx"
 	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
@@ -116,7 +117,7 @@ func BenchmarkLanguages(b *testing.B) {
 			if _, _, err := inst.call(ctx, abi.EntryGate, []byte(riskyTarget)); err != nil {
 				b.Fatal(err)
 			}
-			if gm := guestModule(inst.p); gm != nil && gm.Memory() != nil {
+			if gm, err := extismx.MainModule(inst.p); err == nil && gm.Memory() != nil {
 				b.ReportMetric(float64(gm.Memory().Size())/1024, "wasm-KiB")
 			}
 			inst.close()
