@@ -125,7 +125,7 @@ type Registry struct {
 	gen      uint64
 
 	// shared keeps bodies in the store (module-body/<sha>) instead of files.
-	shared bool
+	shared   bool
 	unlisten func()
 }
 
