@@ -217,11 +217,19 @@ func hookCall(ctx context.Context, cf clientFlags, host, preset string, input []
 	}
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	q := url.Values{"host": {host}}
+	// claude leaves the host to the input (Codex always sends turn_id, Claude Code never does),
+	// so a Codex hook still written as `pixie hook claude` gets answers Codex applies.
+	q := url.Values{}
+	if host == hooks.HostCodex {
+		q.Set("host", host)
+	}
 	if preset != "" {
 		q.Set("preset", preset)
 	}
-	path := "/v1/hooks/claude-code?" + q.Encode()
+	path := "/v1/hooks/claude-code"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(input))
 	if err != nil {
 		return hookAnswer{}, err
