@@ -176,7 +176,7 @@ func TestHookRoute(t *testing.T) {
 				t.Errorf("got %d %s\nwant 200 %s", st, body, tt.want)
 			}
 		})
-	}	// A Codex input (turn_id) with no ?host= is answered in Codex's fields: a hook that an old
+	} // A Codex input (turn_id) with no ?host= is answered in Codex's fields: a hook that an old
 	// init wrote as "pixie hook claude" still gets answers Codex applies.
 	e.model(abi.GateOutput{Replace: "Two results."})
 	st, body := e.post(t, "?preset=p", e.fixture(t, "post_tool_use_text", map[string]any{"session_id": "route-codex", "turn_id": "t1", "model": "gpt-5"}), nil)
