@@ -236,7 +236,7 @@ func initRun(ctx context.Context, host string, f initArgs, stdout, stderr io.Wri
 			hs, err := codexTrust(ctx, base, settingsPath, !f.user)
 			if err != nil {
 				printCodexTrust(stdout, false)
-				return failTo(stderr, fmt.Errorf("Codex's trust was not recorded: %w", err))
+				return failTo(stderr, fmt.Errorf("the trust of Codex was not recorded: %w", err))
 			} else {
 				trusted = true
 				fmt.Fprintf(stdout, "recorded Codex's trust for %d Pixie hooks%s (in Codex's config.toml, as its hook review does)\n", len(hs), map[bool]string{true: "", false: " and for the project " + base}[f.user])

@@ -74,11 +74,11 @@ func Accepts(ev Event, out Output) error {
 				}
 			case "allow":
 				if codex && len(spec.UpdatedInput) == 0 {
-					return fmt.Errorf("Codex does not take permissionDecision allow without updatedInput")
+					return fmt.Errorf("PreToolUse: Codex does not take permissionDecision allow without updatedInput")
 				}
 			case "ask":
 				if codex {
-					return fmt.Errorf("Codex does not take permissionDecision ask")
+					return fmt.Errorf("PreToolUse: Codex does not take permissionDecision ask")
 				}
 			default:
 				return fmt.Errorf("PreToolUse: permissionDecision %q", spec.PermissionDecision)
