@@ -79,8 +79,11 @@ test: guests ## build the guests, vet, and run every test with the race detector
 	@for g in $(AS_GUESTS); do (cd guests/$$g && npm test) || exit 1; done
 	$(GO) test -race -count=1 -timeout 20m ./...
 
-bench: guests ## run the benchmarks and print the tables
-	$(GO) run ./internal/tools/bench
+# bench: the Go benchmarks, then the sustained-load rows against bin/pixie and OPA (built once
+# into $$PIXIE_TOOLS_DIR, ~/.cache/pixie-tools); BENCH_FLAGS passes flags (docs/bench.md), e.g.
+# BENCH_FLAGS='-go=false -load-rows wasm'.
+bench: build guests ## run the benchmarks and the sustained-load rows, and print the tables (docs/bench.md)
+	$(GO) run ./internal/tools/bench $(BENCH_FLAGS)
 
 check: ## formatters, go mod tidy, vet, linters, and the import-rule test (in both modules)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -3,7 +3,6 @@ package wasmit
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -31,8 +30,9 @@ var wasmP50 float64
 // (keep-alive) for a tool-before gate whose rule is block-risky-commands concluding without
 // the model ("rm -rf /" is stopped, exit 11): first the WASM module, then its bash twin, in the
 // same run, on the same server (admin auth, JSON, the gate pipeline, the rule, the run record).
-// Between requests (timer stopped) the module's pool is refilled, as it is between an agent's
-// tool calls.
+// Requests go back to back and the timer never stops: each meets the module's pool as the
+// previous one left it, whatever a refill costs (sustained load; the idle case, a request after
+// a pause, is BenchmarkEvaluateAfterIdle's and the load table's wasm-idle row).
 //
 // Each request is sent twice, by two clients: p50-µs and p99-µs are those of a client that
 // writes the request and reads the answer on its own goroutine (connClient, as an event-loop
@@ -54,33 +54,23 @@ func BenchmarkEvaluateBlockRisky(b *testing.B) {
 				rule = scriptRule("block-risky-commands.sh")
 			}
 			s.save(b, onePreset("p", gateWith("risky", "tool-before", "unused", rule, "", 0)))
-			ctx := context.Background()
 			req := gate.EvalRequest{Point: "tool-before", Tool: &gate.Tool{Name: "Bash", Args: args}, Target: string(args),
 				Session: gate.Session{ID: "bench-" + kind, Preset: "p", Cwd: cwd, Policy: runtime.PolicyFull}}
+			req.Turn = 1
+			raw, _ := json.Marshal(req)
 			conn := &connClient{}
 			defer conn.close()
 			var samples, gohttp []time.Duration
-			turn := 0
 			for b.Loop() {
 				for _, viaConn := range []bool{true, false} {
-					b.StopTimer()
-					if kind == "wasm" {
-						if err := s.x.Warm(ctx, "block-risky-commands"); err != nil {
-							b.Fatal(err)
-						}
-					}
-					turn++
-					req.Turn = turn
 					var hr *http.Request
 					if kind == "healthz" {
 						hr, _ = http.NewRequest(http.MethodGet, s.ts.URL+"/healthz", nil)
 					} else {
-						raw, _ := json.Marshal(req)
 						hr, _ = http.NewRequest(http.MethodPost, s.ts.URL+"/v1/gates/evaluate", bytes.NewReader(raw))
 						hr.Header.Set("Content-Type", "application/json")
 					}
 					hr.Header.Set("Authorization", "Bearer "+token)
-					b.StartTimer()
 					start := time.Now()
 					var resp *http.Response
 					var err error
