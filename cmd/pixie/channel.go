@@ -17,7 +17,6 @@ import (
 
 	"github.com/pixie-dev/pixie/internal/channel/lark"
 	"github.com/pixie-dev/pixie/internal/config"
-	"github.com/pixie-dev/pixie/internal/credentials"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/model"
 	"github.com/pixie-dev/pixie/internal/store"
@@ -26,7 +25,7 @@ import (
 // newLarkChannel builds the Lark channel from the configuration. Its credentials live in the
 // home's credentials file; a missing binding is not an error (the channel is then unavailable
 // and its status says why).
-func newLarkChannel(ctx context.Context, cfg config.Config, log *slog.Logger, st *store.Store, m model.Model) (*lark.Channel, error) {
+func newLarkChannel(ctx context.Context, cfg config.Config, log *slog.Logger, st *store.Store, m model.Model, secrets lark.Secrets) (*lark.Channel, error) {
 	ws := cfg.Lark.DefaultWorkspace
 	if ws != "" {
 		var err error
@@ -41,7 +40,7 @@ func newLarkChannel(ctx context.Context, cfg config.Config, log *slog.Logger, st
 		ReplayWindow:     cfg.Lark.ReplayWindow,
 		Home:             cfg.Home,
 		Model:            m,
-		Secrets:          credentials.Open(cfg.Home),
+		Secrets:          secrets,
 		Logger:           log.With("component", "lark"),
 	})
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"github.com/pixie-dev/pixie/internal/credentials"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -27,7 +28,7 @@ func TestLarkCLI(t *testing.T) {
 	cfg := config.Defaults(home)
 	cfg.Lark.Enabled = true
 	cfg.Lark.DefaultWorkspace = "~/pixie-lark-test-ws"
-	ch, err := newLarkChannel(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), st, nil)
+	ch, err := newLarkChannel(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), st, nil, credentials.Open(cfg.Home))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -498,7 +498,7 @@ var _ wasm.Source = (*pet.ModuleFiles)(nil)
 // Skills show as unavailable, with the reason. helpers (the gate service) gives script and WASM
 // Skills the helper gate rules get; nil leaves them without one. The returned func releases the
 // WASM executor.
-func newPet(ctx context.Context, cfg config.Config, log *slog.Logger, st *store.Store, rules runtime.Dispatcher, m model.Model, helpers pet.HelperOpener) (*pet.Service, func(), error) {
+func newPet(ctx context.Context, cfg config.Config, log *slog.Logger, st *store.Store, rules runtime.Dispatcher, m model.Model, helpers pet.HelperOpener, alive func(context.Context, string) (bool, error)) (*pet.Service, func(), error) {
 	exec := runtime.Dispatcher{}
 	if bx, ok := rules[runtime.KindScript]; ok {
 		exec[runtime.KindScript] = probedBash{bx}
@@ -523,7 +523,7 @@ func newPet(ctx context.Context, cfg config.Config, log *slog.Logger, st *store.
 	svc, err := pet.New(st, exec, m, pet.Config{
 		Home: cfg.Home, Workspace: cfg.Pet.Workspace, MaxSkillFiles: cfg.Pet.MaxSkillFiles,
 		MaxSkillFileSize: cfg.Pet.MaxSkillFileSize, MaxSkillSize: cfg.Pet.MaxSkillSize, Logger: log,
-		Helpers: helpers,
+		Helpers: helpers, Alive: alive,
 	})
 	if err != nil {
 		closer()

@@ -36,7 +36,12 @@ func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *stor
 	// The decision engine: the judge model (or the Pixie model), the Jev key from the
 	// environment, a .env file (working directory or home), or the home's credentials file.
 	wd, _ := os.Getwd()
-	creds := credentials.Open(cfg.Home)
+	// The credentials file of the home, or, on a shared store, the store (every replica uses
+	// the keys saved through any of them).
+	creds, err := credentials.For(ctx, st, cfg.Home)
+	if err != nil {
+		return nil, err
+	}
 	keys := judge.NewKeyStore(judge.KeyStoreOptions{DotenvDirs: []string{wd, cfg.Home}, Secrets: creds})
 	judgeSvc := judge.New(judge.Config{Engine: cfg.Judge.Engine, SystemPrompt: cfg.Judge.SystemPrompt,
 		Model: modelConfig(cfg.Judge.Model), Logger: log,
@@ -47,6 +52,7 @@ func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *stor
 	if err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
+	a.closers = append(a.closers, settingsSvc.Close)
 	info := map[string]any{
 		"home":     cfg.Home,
 		"addr":     cfg.Addr,
@@ -123,12 +129,12 @@ func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *stor
 	}
 	info["proxy"] = map[string]any{"anthropicUrl": px.Upstream(proxy.Anthropic), "openaiUrl": px.Upstream(proxy.OpenAI),
 		"hintsDelivery": cfg.Hints.Delivery}
-	petSvc, petClose, err := newPet(ctx, cfg, log, st, rules, pixieModel, gates)
+	petSvc, petClose, err := newPet(ctx, cfg, log, st, rules, pixieModel, gates, node.Alive)
 	if err != nil {
 		return nil, fmt.Errorf("pet: %w", err)
 	}
 	a.closers = append(a.closers, petClose)
-	larkCh, err := newLarkChannel(ctx, cfg, log, st, pixieModel)
+	larkCh, err := newLarkChannel(ctx, cfg, log, st, pixieModel, creds)
 	if err != nil {
 		return nil, fmt.Errorf("lark: %w", err)
 	}

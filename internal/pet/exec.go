@@ -80,7 +80,7 @@ func (s *Service) Invoke(ctx context.Context, req InvokeRequest) (InvocationView
 	if _, err := s.getSkill(ctx, req.Skill); err != nil {
 		return InvocationView{}, err
 	}
-	unlock, err := s.scopes.lock(ctx, snap.Key())
+	unlock, err := s.lockScope(ctx, snap.Key())
 	if err != nil {
 		return InvocationView{}, err
 	}
@@ -150,7 +150,7 @@ func (s *Service) Retry(ctx context.Context, invID string) (InvocationView, erro
 	if err != nil {
 		return InvocationView{}, err
 	}
-	unlock, err := s.scopes.lock(ctx, cur.Scope)
+	unlock, err := s.lockScope(ctx, cur.Scope)
 	if err != nil {
 		return InvocationView{}, err
 	}

@@ -116,6 +116,10 @@ type Config struct {
 	// what gate rules get. Nil means Skills have no helper (calls answer unavailable, scripts get
 	// no PIXIE_URL).
 	Helpers HelperOpener
+	// Alive reports whether the replica with a store instance id still runs (internal/cluster's
+	// Node.Alive), over a store other replicas share: a Run left running by a live replica is
+	// shown running, not interrupted. Nil means every other process is gone.
+	Alive func(ctx context.Context, instance string) (bool, error)
 	// Logger receives warnings (drift found, injected variables skipped); nil discards them.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -219,7 +223,11 @@ func New(st *store.Store, exec runtime.Executor, m model.Model, cfg Config) (*Se
 	}
 	// Run directories a killed server left behind (their lock is free) go at start.
 	scratch.Clean("", petScratchPrefix, nil)
-	return &Service{st: st, exec: exec, model: m, cfg: cfg, log: cfg.Logger, boot: randHex(8),
+	boot := randHex(8)
+	if st.Shared() {
+		boot = st.Instance() // the replica's id, which Config.Alive knows
+	}
+	return &Service{st: st, exec: exec, model: m, cfg: cfg, log: cfg.Logger, boot: boot,
 		scopes: keyedMutex{m: map[string]chan struct{}{}}}, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/store"
@@ -229,12 +230,23 @@ func (s *Service) invocationTx(tx *store.Tx, t Task, id string) (InvocationView,
 // settled shows a Run left running by an earlier server process as what it is: failed,
 // interrupted, and worth retrying.
 func (s *Service) settled(r Run) Run {
-	if r.Status == StatusRunning && r.Boot != s.boot {
+	if r.Status == StatusRunning && r.Boot != s.boot && !s.alive(r.Boot) {
 		r.Status = StatusFailed
 		r.Transient = true
 		r.Error = &RunError{Code: errs.Unavailable, Message: "interrupted: the server stopped during the run"}
 	}
 	return r
+}
+
+// alive reports whether another live replica runs under boot (shared stores).
+func (s *Service) alive(boot string) bool {
+	if s.cfg.Alive == nil || !s.st.Shared() || boot == "" {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ok, err := s.cfg.Alive(ctx, boot)
+	return err == nil && ok
 }
 
 // Archive closes a Task for good. The next invocation from its scope starts a new epoch.

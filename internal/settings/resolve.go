@@ -386,7 +386,12 @@ func (s *Service) persist(ctx context.Context, sec section, newKey string, write
 			}
 		}
 	}
-	if err := s.st.Update(ctx, write); err != nil {
+	if err := s.st.Update(ctx, func(tx *store.Tx) error {
+		if err := s.note(tx); err != nil {
+			return err
+		}
+		return write(tx)
+	}); err != nil {
 		restore()
 		return errs.Wrap(errs.Internal, err, "the settings could not be saved")
 	}

@@ -264,6 +264,8 @@ type Service struct {
 	judgeSec section
 	judgeEnv map[string]string // engine, systemPrompt, jevBaseUrl, jevModel, jevTimeout → variable
 
+	unlisten func()
+
 	mu           sync.Mutex
 	modelDoc     modelDoc
 	judgeDoc     judgeDoc
@@ -308,7 +310,67 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		s.judgeEnv[f] = envOf["judge."+f]
 	}
 
+	if err := s.apply(ctx); err != nil {
+		return nil, err
+	}
+	if s.st.Shared() {
+		// Another replica saved settings: read and apply them here too.
+		s.unlisten = s.st.Listen(topic, func(n store.Note) {
+			if n.Lost || n.Payload != s.st.Instance() {
+				go s.reload()
+			}
+		})
+	}
+	return s, nil
+}
+
+// Close stops hearing other replicas' changes.
+func (s *Service) Close() {
+	if s.unlisten != nil {
+		s.unlisten()
+	}
+}
+
+// topic is the notification of a settings change; its payload is the writer's instance.
+const topic = "settings"
+
+// note tells the other replicas (over a shared store), when tx commits, that the settings
+// changed.
+func (s *Service) note(tx *store.Tx) error {
+	if !s.st.Shared() {
+		return nil
+	}
+	return tx.Notify(topic, s.st.Instance())
+}
+
+// announce tells the other replicas (over a shared store) that the settings changed.
+func (s *Service) announce(ctx context.Context) {
+	if !s.st.Shared() {
+		return
+	}
+	if err := s.st.Update(context.WithoutCancel(ctx), func(tx *store.Tx) error {
+		return tx.Notify(topic, s.st.Instance())
+	}); err != nil {
+		s.log.Warn("settings: the other replicas were not told of a change", "err", err)
+	}
+}
+
+// reload reads the saved settings again and applies them (another replica changed them).
+func (s *Service) reload() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.apply(ctx); err != nil {
+		s.log.Warn("settings: another replica's settings could not be applied", "err", err)
+	}
+}
+
+// apply loads the saved settings and applies them over the file configuration (New, reload).
+// The caller holds mu, or has not shared s yet.
+func (s *Service) apply(ctx context.Context) error {
 	err := s.st.View(ctx, func(tx *store.Tx) error {
+		s.modelDoc, s.judgeDoc, s.modelProblem, s.judgeProblem = modelDoc{}, judgeDoc{}, "", ""
 		md, err := modelDocs.Get(tx, idModel)
 		switch {
 		case err == nil:
@@ -328,7 +390,7 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, errs.Wrap(errs.Internal, err, "settings: the store cannot be read")
+		return errs.Wrap(errs.Internal, err, "settings: the store cannot be read")
 	}
 
 	// The Pixie model: saved settings, else the file alone.
@@ -339,7 +401,7 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 	}
 	if err != nil {
 		if s.modelDoc.empty() && !s.hasSavedKey(ctx, s.pixieSec) {
-			return nil, err
+			return err
 		}
 		s.modelProblem = "the saved model settings were not applied: " + errMessage(err)
 		s.log.Warn("settings: saved model settings not applied; using pixie.yaml and the environment", "problem", errMessage(err))
@@ -349,7 +411,7 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 			m, ferr = buildModel(fr, "")
 		}
 		if ferr != nil {
-			return nil, ferr
+			return ferr
 		}
 	}
 	s.model.Set(m)
@@ -369,7 +431,7 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 			}
 		}
 	}
-	return s, nil
+	return nil
 }
 
 // Get returns every setting, masked.
@@ -443,7 +505,12 @@ func (s *Service) ResetModel(ctx context.Context) (ModelView, error) {
 	if err != nil {
 		return ModelView{}, errs.Wrap(errs.Invalid, err, "pixie.yaml's model settings cannot be used: %s", errMessage(err))
 	}
-	if err := s.st.Update(ctx, func(tx *store.Tx) error { return modelDocs.Delete(tx, idModel) }); err != nil {
+	if err := s.st.Update(ctx, func(tx *store.Tx) error {
+		if err := s.note(tx); err != nil {
+			return err
+		}
+		return modelDocs.Delete(tx, idModel)
+	}); err != nil {
 		return ModelView{}, errs.Wrap(errs.Internal, err, "the model settings could not be reset")
 	}
 	s.model.Set(m)
@@ -461,6 +528,7 @@ func (s *Service) DeleteModelKey(ctx context.Context) (ModelView, error) {
 	if err := s.deleteKey(ctx, s.pixieSec, s.cfg.Model, s.modelDoc.modelFields, true); err != nil {
 		return ModelView{}, err
 	}
+	s.announce(ctx)
 	return s.modelView(ctx)
 }
 
@@ -521,7 +589,12 @@ func (s *Service) ResetJudge(ctx context.Context) (JudgeView, error) {
 	if err := judge.CheckConfig(jc); err != nil {
 		return JudgeView{}, errs.Wrap(errs.Invalid, err, "pixie.yaml's decision engine settings cannot be used: %s", errMessage(err))
 	}
-	if err := s.st.Update(ctx, func(tx *store.Tx) error { return judgeDocs.Delete(tx, idJudge) }); err != nil {
+	if err := s.st.Update(ctx, func(tx *store.Tx) error {
+		if err := s.note(tx); err != nil {
+			return err
+		}
+		return judgeDocs.Delete(tx, idJudge)
+	}); err != nil {
 		return JudgeView{}, errs.Wrap(errs.Internal, err, "the decision engine settings could not be reset")
 	}
 	if err := s.judge.Reconfigure(jc); err != nil {
@@ -542,6 +615,7 @@ func (s *Service) DeleteJudgeModelKey(ctx context.Context) (JudgeView, error) {
 	if err := s.deleteKey(ctx, s.judgeSec, s.cfg.Judge.Model, s.judgeDoc.Model, false); err != nil {
 		return JudgeView{}, err
 	}
+	s.announce(ctx)
 	return s.judgeView(ctx)
 }
 
