@@ -58,6 +58,15 @@ func (c *Channel) Bind(ctx context.Context, req BindRequest) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
+	c.bindMu.Lock()
+	locked := true
+	unlock := func() {
+		if locked {
+			locked = false
+			c.bindMu.Unlock()
+		}
+	}
+	defer unlock()
 	old := map[string]string{}
 	for _, n := range []string{SecretAppID, SecretAppSecret, SecretVerificationToken, SecretEncryptKey} {
 		v, ok, err := c.secrets.Get(ctx, n)
@@ -89,7 +98,12 @@ func (c *Channel) Bind(ctx context.Context, req BindRequest) (Status, error) {
 		return Status{}, errs.Wrap(errs.Internal, err, "the credentials could not be stored")
 	}
 	rec := bindingRecord{AppID: req.AppID, BotOpenID: openID, BotName: name, VerifiedAt: c.now()}
-	if err := c.st.Update(ctx, func(tx *store.Tx) error { return colBinding.Put(tx, bindingKey, rec) }); err != nil {
+	if err := c.st.Update(ctx, func(tx *store.Tx) error {
+		if err := c.notifyTx(tx, noteBinding); err != nil {
+			return err
+		}
+		return colBinding.Put(tx, bindingKey, rec)
+	}); err != nil {
 		restore()
 		return Status{}, err
 	}
@@ -99,20 +113,30 @@ func (c *Channel) Bind(ctx context.Context, req BindRequest) (Status, error) {
 	c.bindProblem = ""
 	c.mu.Unlock()
 	c.log.Info("lark: bot bound", "app_id", req.AppID, "bot_open_id", openID)
+	unlock()
 	c.kick()
-	c.recover(ctx)
+	if c.leads() {
+		c.recover(ctx)
+	}
 	return c.Status(ctx), nil
 }
 
 // Unbind removes the binding and its secrets. Loci and Deliveries stay; the channel is
 // unavailable until a bot is bound again.
 func (c *Channel) Unbind(ctx context.Context) (Status, error) {
+	c.bindMu.Lock()
+	defer c.bindMu.Unlock()
 	for _, n := range []string{SecretAppID, SecretAppSecret, SecretVerificationToken, SecretEncryptKey} {
 		if err := c.secrets.Delete(ctx, n); err != nil {
 			return Status{}, errs.Wrap(errs.Internal, err, "the credentials could not be removed")
 		}
 	}
-	if err := c.st.Update(ctx, func(tx *store.Tx) error { return colBinding.Delete(tx, bindingKey) }); err != nil {
+	if err := c.st.Update(ctx, func(tx *store.Tx) error {
+		if err := c.notifyTx(tx, noteBinding); err != nil {
+			return err
+		}
+		return colBinding.Delete(tx, bindingKey)
+	}); err != nil {
 		return Status{}, err
 	}
 	c.mu.Lock()

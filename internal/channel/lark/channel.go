@@ -27,8 +27,11 @@ type Channel struct {
 	secrets Secrets
 	started time.Time
 
-	mu sync.RWMutex
-	b  *liveBinding // nil while unbound or unverified
+	// bindMu serialises Bind, Unbind and loadBinding, so that a reload (another replica's
+	// change heard) never mixes what it read with a bind in progress.
+	bindMu sync.Mutex
+	mu     sync.RWMutex
+	b      *liveBinding // nil while unbound or unverified
 	// bindProblem says why a stored binding could not be loaded.
 	bindProblem string
 
@@ -54,6 +57,9 @@ type Channel struct {
 	spool   *spool
 	locks   keyedMutex
 	members memberCache
+
+	// sh is the part for stores other replicas share (shared.go).
+	sh sharedState
 }
 
 // liveBinding is a verified binding with its secrets and its SDK client.
@@ -90,9 +96,16 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Channel, error) {
 	}
 	c.members.m = map[string]memberEntry{}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.spool = newSpool(cfg.SpoolDir, c.log)
+	c.spool = newSpool(cfg.SpoolDir, c.log, st, cfg.MaxDeadline+time.Hour)
 	if err := c.loadBinding(ctx); err != nil {
 		return nil, err
+	}
+	if st.Shared() {
+		// The leader resumes Deliveries when it takes the lease (shared.go).
+		if err := c.startShared(ctx); err != nil {
+			c.cancel()
+			return nil, err
+		}
 	}
 	c.wg.Add(1)
 	go c.worker()
@@ -100,7 +113,9 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Channel, error) {
 		c.wg.Add(1)
 		go c.sweeper()
 	}
-	c.recover(ctx)
+	if !st.Shared() {
+		c.recover(ctx)
+	}
 	c.kick()
 	return c, nil
 }
@@ -149,6 +164,8 @@ func (c *Channel) available() (*liveBinding, string) {
 
 // loadBinding reads the binding's secrets and its verified bot identity.
 func (c *Channel) loadBinding(ctx context.Context) error {
+	c.bindMu.Lock()
+	defer c.bindMu.Unlock()
 	var rec bindingRecord
 	found := true
 	err := c.st.View(ctx, func(tx *store.Tx) error {
@@ -178,6 +195,9 @@ func (c *Channel) loadBinding(ctx context.Context) error {
 	}
 	switch {
 	case !found && appID == "":
+		c.mu.Lock()
+		c.b, c.bindProblem = nil, "" // unbound (perhaps by another replica)
+		c.mu.Unlock()
 		return nil
 	case !found:
 		c.setProblem("the binding was never verified: bind the bot again")
@@ -247,7 +267,7 @@ func (c *Channel) Status(ctx context.Context) Status {
 		StartedAt:        c.started,
 		Watermark:        c.watermark(),
 		ReplayWindow:     c.cfg.ReplayWindow.String(),
-		Pairing:          c.pair.info(c.now()),
+		Pairing:          c.pairingInfo(ctx),
 		Drops:            c.met.dropCounts(),
 	}
 	if b := c.binding(); b != nil {

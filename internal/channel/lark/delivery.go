@@ -129,6 +129,13 @@ func (c *Channel) settle(ctx context.Context, id string, check settleCheck, o ou
 		delete(c.settling, id)
 		c.runMu.Unlock()
 	}()
+	if c.isShared() {
+		release, err := c.claimSettle(ctx, id)
+		if err != nil {
+			return Delivery{}, err
+		}
+		defer release()
+	}
 
 	d, l, err := c.loadCurrent(ctx, id)
 	if err != nil {
@@ -173,6 +180,14 @@ func (c *Channel) settle(ctx context.Context, id string, check settleCheck, o ou
 		if check != nil {
 			// Again, inside the transaction: a wait may have moved the deadline meanwhile.
 			if err := check(d, l); err != nil {
+				return err
+			}
+		}
+		if c.isShared() {
+			if err := c.notifyTx(tx, noteSettled+id); err != nil {
+				return err
+			}
+			if err := colReady.Delete(tx, id); err != nil {
 				return err
 			}
 		}
@@ -257,8 +272,8 @@ func (c *Channel) afterSettle(ctx context.Context, settled Delivery, next *Deliv
 			unlock()
 		}
 	}
-	if next != nil {
-		c.activate(ctx, *next)
+	if next != nil && c.leads() {
+		c.activate(ctx, *next) // over a shared store the leader does, when it hears the settlement
 	}
 }
 
@@ -304,6 +319,9 @@ func stateWord(s string) string {
 // activate starts a Delivery that just became current: the working reaction, the images, and
 // the executor. It is idempotent per process (a second call while one runs is ignored).
 func (c *Channel) activate(ctx context.Context, d Delivery) {
+	if !c.leads() {
+		return
+	}
 	c.runMu.Lock()
 	if c.activating[d.ID] {
 		c.runMu.Unlock()
@@ -353,6 +371,9 @@ func (c *Channel) activate(ctx context.Context, d Delivery) {
 	}
 	c.spool.fetch(ctx, b.api, cur, c.cfg.MaxImageBytes)
 	c.markReady(cur.ID)
+	if c.isShared() {
+		c.announceReady(ctx, cur.ID)
+	}
 	unlock()
 	if l.Executor == ExecutorBuiltin {
 		c.startBuiltin(cur, l)
@@ -532,7 +553,9 @@ func (c *Channel) sweeper() {
 		case <-c.ctx.Done():
 			return
 		case <-t.C:
-			c.sweep(c.ctx)
+			if c.leads() {
+				c.sweep(c.ctx)
+			}
 		}
 	}
 }

@@ -72,6 +72,10 @@ type harness struct {
 
 type harnessOpt func(*harness)
 
+// harnessStore, when set, opens the store of every new harness (shared_test.go runs suites
+// over PostgreSQL with it); nil means Badger in a temp dir.
+var harnessStore func(t testing.TB) *store.Store
+
 func plain(h *harness) { h.ekey = "" }
 
 func withConfig(f func(*Config)) harnessOpt { return func(h *harness) { f(&h.cfg) } }
@@ -81,9 +85,15 @@ func withConfig(f func(*Config)) harnessOpt { return func(h *harness) { f(&h.cfg
 func newHarness(t testing.TB, opts ...harnessOpt) *harness {
 	t.Helper()
 	ctx := context.Background()
-	st, err := badgerstore.Open(ctx, badgerstore.Options{Dir: t.TempDir(), GCInterval: -1})
-	if err != nil {
-		t.Fatal(err)
+	var st *store.Store
+	if harnessStore != nil {
+		st = harnessStore(t)
+	} else {
+		var err error
+		st, err = badgerstore.Open(ctx, badgerstore.Options{Dir: t.TempDir(), GCInterval: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	h := &harness{

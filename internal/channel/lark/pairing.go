@@ -18,7 +18,8 @@ import (
 const pairAlphabet = "abcdefghjkmnpqrstuvwxyz23456789"
 
 // pairing is the one pending pairing code. It lives only in memory: a restart, a cancel or a
-// new code expires it.
+// new code expires it. Over a store other replicas share, it lives in the store instead,
+// hashed (shared.go): a cancel, a new code or its five minutes expire it.
 type pairing struct {
 	mu      sync.Mutex
 	code    string
@@ -37,6 +38,14 @@ type PairingCode struct {
 	Command   string    `json:"command"`
 	Code      string    `json:"code"`
 	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+// pairingInfo describes the pending code (from the store when it is shared).
+func (c *Channel) pairingInfo(ctx context.Context) PairingInfo {
+	if c.isShared() {
+		return c.sharedPairingInfo(ctx)
+	}
+	return c.pair.info(c.now())
 }
 
 func (p *pairing) info(now time.Time) PairingInfo {
@@ -70,6 +79,13 @@ func (c *Channel) MintPairing(ctx context.Context) (PairingCode, error) {
 	now := c.now()
 	pc := PairingCode{Code: sb.String(), ExpiresAt: now.Add(PairTTL)}
 	pc.Command = "/pair " + pc.Code
+	if c.isShared() {
+		if err := c.putPairing(ctx, pc.Code, pc.ExpiresAt); err != nil {
+			return PairingCode{}, errs.Wrap(errs.Internal, err, "the pairing code could not be stored")
+		}
+		c.log.Info("lark: pairing code minted", "expires", pc.ExpiresAt)
+		return pc, nil
+	}
 	c.pair.mu.Lock()
 	c.pair.code, c.pair.expires = pc.Code, pc.ExpiresAt
 	c.pair.mu.Unlock()
@@ -79,6 +95,14 @@ func (c *Channel) MintPairing(ctx context.Context) (PairingCode, error) {
 
 // CancelPairing expires the pending code, if any.
 func (c *Channel) CancelPairing() {
+	if c.isShared() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := c.deletePairing(ctx); err != nil {
+			c.log.Warn("lark: the pairing code could not be cancelled", "err", err.Error())
+		}
+		return
+	}
 	c.pair.mu.Lock()
 	c.pair.code, c.pair.expires = "", time.Time{}
 	c.pair.mu.Unlock()
@@ -97,6 +121,9 @@ func pairCommand(text string) (string, bool) {
 // store write and consuming the code happen under the pairing lock, so of two senders racing
 // for one code exactly one is added.
 func (c *Channel) redeemPairing(ctx context.Context, b *liveBinding, eventID string, msg message, code string) EventResponse {
+	if c.isShared() {
+		return c.redeemPairingShared(ctx, b, eventID, msg, code)
+	}
 	c.pair.mu.Lock()
 	defer c.pair.mu.Unlock()
 	now := c.now()
@@ -141,6 +168,63 @@ func (c *Channel) redeemPairing(ctx context.Context, b *liveBinding, eventID str
 	}
 	// Single use: consumed by the first sender, whether or not they were already allowed.
 	c.pair.code, c.pair.expires = "", time.Time{}
+	c.met.accepted.WithLabelValues("pairing").Inc()
+	c.log.Info("lark: a sender was paired", "already_allowed", already)
+	text := "Paired: you can now ask me here and in groups by mentioning me."
+	if already {
+		text = "You were already on the allowlist; the code is now used up."
+	}
+	c.goOutbound(func(ctx context.Context) {
+		if _, err := b.api.reply(ctx, msg.MessageID, text, "pair-"+msg.MessageID); err != nil {
+			c.outboundFailed("reply", err)
+		}
+	})
+	return okResponse
+}
+
+// redeemPairingShared is redeemPairing over a shared store: the code's check, its consumption
+// and the allowlist write are one transaction, so of two senders racing on two replicas
+// exactly one is paired.
+func (c *Channel) redeemPairingShared(ctx context.Context, b *liveBinding, eventID string, msg message, code string) EventResponse {
+	now := c.now()
+	live, already := false, false
+	reason, err := c.admit(ctx, eventID, msg.MessageID, func(tx *store.Tx) error {
+		live, already = false, false
+		ok, err := c.redeemShared(tx, code)
+		if err != nil || !ok {
+			return err // not live: the ids are recorded all the same
+		}
+		live = true
+		_, err = colAllow.Get(tx, msg.SenderOpenID)
+		switch {
+		case err == nil:
+			already = true
+			return nil
+		case !errors.Is(err, store.ErrNotFound):
+			return err
+		}
+		n, owner, err := allowStats(tx)
+		if err != nil {
+			return err
+		}
+		if n >= c.cfg.MaxAllowlist {
+			return errDuplicate{reasonAllowFull}
+		}
+		return colAllow.Put(tx, msg.SenderOpenID, AllowEntry{OpenID: msg.SenderOpenID, Via: "pairing", AddedAt: now, Owner: !owner})
+	})
+	if err != nil {
+		c.log.Error("lark: pairing could not be recorded", "err", err.Error())
+		c.met.drop(reasonStoreConflict)
+		return respond(http.StatusServiceUnavailable, map[string]string{"msg": "retry"})
+	}
+	if reason != "" {
+		c.met.drop(reason)
+		return okResponse
+	}
+	if !live {
+		c.met.drop(reasonPairCode)
+		return okResponse
+	}
 	c.met.accepted.WithLabelValues("pairing").Inc()
 	c.log.Info("lark: a sender was paired", "already_allowed", already)
 	text := "Paired: you can now ask me here and in groups by mentioning me."

@@ -127,6 +127,9 @@ func TestPairingRefusals(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)
+			if tc.name == "restart" && h.st.Shared() {
+				t.Skip("over a shared store the code outlives one replica's restart (its TTL and a cancel expire it)")
+			}
 			h.send(tc.run(h))
 			if h.allowed(bob) || h.drops(reasonPairCode) != 1 {
 				t.Fatalf("paired (pair_code drops %d)", h.drops(reasonPairCode))

@@ -9,15 +9,25 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
+
+	"github.com/pixie-dev/pixie/internal/store"
 )
 
 // spool is the private directory images are downloaded into. Each Delivery gets its own
 // subdirectory, removed before the Delivery settles. The directory must be provably private
 // (a real directory, not a symlink, mode 0700, owned by this process's user); when it is not,
 // only the image part of Deliveries is unavailable.
+//
+// Over a store other replicas share, the images live in the store instead (spool_shared.go):
+// any replica serves the image route and the Delivery views, and each copies an image into its
+// own spool directory when a view names its path.
 type spool struct {
 	dir string
 	log *slog.Logger
+	// st is set over a shared store: images and notes are kept there.
+	st  *store.Store
+	ttl time.Duration
 
 	mu    sync.Mutex
 	files map[string][]spooled
@@ -33,8 +43,11 @@ type spooled struct {
 	Size      int64  `json:"size"`
 }
 
-func newSpool(dir string, log *slog.Logger) *spool {
+func newSpool(dir string, log *slog.Logger, st *store.Store, ttl time.Duration) *spool {
 	s := &spool{dir: dir, log: log, files: map[string][]spooled{}, notes: map[string]string{}}
+	if st != nil && st.Shared() {
+		s.st, s.ttl = st, ttl
+	}
 	if dir == "" {
 		return s
 	}
@@ -81,6 +94,10 @@ func (s *spool) problem() string {
 // fetch downloads d's images. Failures make only those images unavailable; the note says why.
 func (s *spool) fetch(ctx context.Context, a *api, d Delivery, max int64) {
 	if len(d.Images) == 0 {
+		return
+	}
+	if s.st != nil {
+		s.fetchShared(ctx, a, d, max)
 		return
 	}
 	s.mu.Lock()
@@ -142,6 +159,9 @@ func (s *spool) setNote(id, note string) {
 
 // get returns d's spooled images and the note about missing ones.
 func (s *spool) get(id string) ([]spooled, string) {
+	if s.st != nil {
+		return s.getShared(id)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]spooled(nil), s.files[id]...), s.notes[id]
@@ -149,6 +169,9 @@ func (s *spool) get(id string) ([]spooled, string) {
 
 // remove deletes d's images; it runs before the Delivery settles.
 func (s *spool) remove(id string) error {
+	if s.st != nil {
+		s.removeShared(id)
+	}
 	s.mu.Lock()
 	delete(s.files, id)
 	delete(s.notes, id)

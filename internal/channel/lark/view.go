@@ -129,15 +129,31 @@ func (c *Channel) Current(ctx context.Context, childID string) (DeliveryView, er
 		}
 		return DeliveryView{}, err
 	}
-	// Hand it out once its activation (working reaction, images) is done.
-	if c.binding() != nil {
+	// Hand it out once its activation (working reaction, images) is done: by this process, or
+	// over a shared store by the leader (it announces it, and records it for late askers).
+	if c.binding() != nil && !(c.isShared() && c.readyInStore(ctx, d.ID)) {
 		t := time.NewTimer(activationWait)
 		defer t.Stop()
-		select {
-		case <-c.readyChan(d.ID):
-		case <-t.C:
-		case <-ctx.Done():
-			return DeliveryView{}, ctx.Err()
+		var recheck <-chan time.Time
+		if c.isShared() {
+			tk := time.NewTicker(500 * time.Millisecond)
+			defer tk.Stop()
+			recheck = tk.C
+		}
+	wait:
+		for {
+			select {
+			case <-c.readyChan(d.ID):
+				break wait
+			case <-recheck:
+				if c.readyInStore(ctx, d.ID) {
+					break wait
+				}
+			case <-t.C:
+				break wait
+			case <-ctx.Done():
+				return DeliveryView{}, ctx.Err()
+			}
 		}
 	}
 	return c.view(d, l), nil
@@ -229,6 +245,13 @@ func (c *Channel) Image(ctx context.Context, childID, deliveryID string, index i
 	files, note := c.spool.get(deliveryID)
 	for _, f := range files {
 		if f.Index == index {
+			if c.spool.st != nil {
+				data, err := c.spool.body(ctx, deliveryID, index)
+				if err != nil {
+					return nil, "", errs.Wrap(errs.NotFound, err, "the image is no longer in the spool")
+				}
+				return data, f.MediaType, nil
+			}
 			data, err := os.ReadFile(f.Path)
 			if err != nil {
 				return nil, "", errs.Wrap(errs.NotFound, err, "the image is no longer in the spool")

@@ -181,6 +181,9 @@ func (c *Channel) HandleEvent(ctx context.Context, header http.Header, body []by
 	}
 	in := inbound{ID: c.inboundID(), EventID: h.EventID, ReceivedAt: c.now(), Msg: msg}
 	reason, err := c.admit(ctx, h.EventID, msg.MessageID, func(tx *store.Tx) error {
+		if err := c.notifyTx(tx, noteInbound); err != nil {
+			return err
+		}
 		return colInbound.Put(tx, in.ID, in)
 	})
 	if err != nil {
@@ -200,7 +203,11 @@ func (c *Channel) HandleEvent(ctx context.Context, header http.Header, body []by
 // inboundID orders accepted events by arrival: the wall clock (not Config.Now, which tests
 // move), then a process counter for events within one clock tick.
 func (c *Channel) inboundID() string {
-	return fmt.Sprintf("%s-%010d", store.SortableTime(time.Now()), c.inSeq.Add(1))
+	id := fmt.Sprintf("%s-%010d", store.SortableTime(time.Now()), c.inSeq.Add(1))
+	if c.isShared() {
+		id += "-" + c.st.Instance() // two replicas' counters may meet within one tick
+	}
+	return id
 }
 
 // errDuplicate carries a de-duplication refusal out of the store transaction.

@@ -30,6 +30,9 @@ func (c *Channel) worker() {
 
 // drain processes up to workerBatch events and returns how many it looked at.
 func (c *Channel) drain(ctx context.Context) int {
+	if !c.leads() {
+		return 0 // another replica consumes the events (shared.go)
+	}
 	var items []inbound
 	err := c.st.View(ctx, func(tx *store.Tx) error {
 		es, err := colInbound.List(tx, "", store.ScanOptions{Limit: workerBatch})

@@ -1,0 +1,332 @@
+package lark
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/internal/store"
+)
+
+// # Replicas
+//
+// Over a store other processes share (N replicas behind a load balancer, which Lark's webhook
+// reaches at random), the channel works like this:
+//
+//   - Any replica admits events: the dedup keys and the queued event are one transaction, so
+//     an event Lark delivers to two replicas at once is admitted once. The transaction notifies
+//     "lark inbound".
+//   - One replica, the leader (the store lease "lark", renewed every leaderEvery), is the
+//     channel's one event consumer and does its background work: it drains the inbound queue,
+//     activates Deliveries (reaction, images, the built-in executor), times out Deliveries past
+//     their deadline, and when it becomes leader resumes what the previous leader left (recover).
+//     Other replicas serve the API (Current, Finish, Wait, Cancel, images, status, pairing).
+//   - A Delivery settled on any replica notifies "lark settled <id>": every replica stops a run
+//     of it and drops its local copies of its images, and the leader activates the next one.
+//     Its activation done notifies "lark ready <id>" and leaves lark-ready/<id>, so Current on
+//     any replica stops waiting for it. A replica marks a Delivery it settles in
+//     lark-settling/<id> (TTL), so two replicas never settle one Delivery at once.
+//   - A binding changed on one replica notifies "lark binding"; every replica reloads it (the
+//     secrets live in the shared credentials).
+//   - The pairing code lives in lark-pair/current: salted SHA-256 of the code, its expiry, with
+//     the five-minute TTL; redeeming it deletes it in the transaction that adds the sender, so
+//     of two senders racing on two replicas exactly one is paired.
+//   - The start-up watermark is the cluster's: lark-meta/epoch holds when the first replica of
+//     the running cluster started, renewed by every replica; a replica that starts while others
+//     run adopts it, and only a start after the whole cluster stopped (the record expired)
+//     moves it.
+//
+// Over an embedded store none of this runs.
+
+const (
+	leaderLease = "lark"
+	leaderEvery = 2 * time.Second
+	leaderTTL   = 10 * time.Second
+	epochEvery  = 10 * time.Second
+	epochTTL    = 3 * epochEvery
+	larkTopic   = "lark"
+)
+
+const (
+	noteInbound = "inbound"
+	noteBinding = "binding"
+	noteSettled = "settled "
+	noteReady   = "ready "
+)
+
+type pairRecord struct {
+	Salt      string    `json:"salt"`
+	Hash      string    `json:"hash"`
+	ExpiresAt time.Time `json:"expiresAt"`
+}
+
+type epochRecord struct {
+	StartedAt time.Time `json:"startedAt"`
+}
+
+var (
+	colPair     = store.NewCollection[pairRecord]("lark-pair")      // lark-pair/current (TTL)
+	colMeta     = store.NewCollection[epochRecord]("lark-meta")     // lark-meta/epoch (TTL)
+	colReady    = store.NewCollection[bool]("lark-ready")           // lark-ready/<delivery> (TTL)
+	colSettling = store.NewCollection[string]("lark-settling")      // lark-settling/<delivery> (TTL)
+)
+
+// sharedState is the channel's part for shared stores.
+type sharedState struct {
+	leading  atomic.Bool
+	unlisten func()
+}
+
+func (c *Channel) isShared() bool { return c.st.Shared() }
+
+// leads reports whether this replica does the channel's background work: always over an
+// embedded store.
+func (c *Channel) leads() bool { return !c.isShared() || c.sh.leading.Load() }
+
+// notifyTx queues a channel notification (shared stores).
+func (c *Channel) notifyTx(tx *store.Tx, what string) error {
+	if !c.isShared() {
+		return nil
+	}
+	return tx.Notify(larkTopic, what)
+}
+
+// notify sends a channel notification in its own transaction (shared stores).
+func (c *Channel) notify(ctx context.Context, what string) {
+	if !c.isShared() {
+		return
+	}
+	if err := c.st.Update(context.WithoutCancel(ctx), func(tx *store.Tx) error { return tx.Notify(larkTopic, what) }); err != nil {
+		c.log.Warn("lark: the other replicas were not told", "what", what, "err", err.Error())
+	}
+}
+
+// startShared adopts the cluster's watermark, listens to the other replicas and starts the
+// leader loop.
+func (c *Channel) startShared(ctx context.Context) error {
+	if err := c.adoptEpoch(ctx); err != nil {
+		return err
+	}
+	c.sh.unlisten = c.st.Listen(larkTopic, c.heard)
+	c.wg.Add(1)
+	go c.leaderLoop()
+	return nil
+}
+
+func (c *Channel) heard(n store.Note) {
+	switch {
+	case n.Lost:
+		c.goOutbound(func(ctx context.Context) {
+			_ = c.loadBinding(ctx)
+			if c.leads() {
+				c.recover(ctx)
+			}
+		})
+		c.kick()
+	case n.Payload == noteInbound:
+		c.kick()
+	case n.Payload == noteBinding:
+		c.goOutbound(func(ctx context.Context) {
+			_ = c.loadBinding(ctx)
+			if c.leads() {
+				c.recover(ctx)
+				c.kick()
+			}
+		})
+	case strings.HasPrefix(n.Payload, noteSettled):
+		id := strings.TrimPrefix(n.Payload, noteSettled)
+		c.cancelRun(id)
+		c.forgetReady(id)
+		c.spool.removeLocal(id)
+		if c.leads() {
+			c.goOutbound(func(ctx context.Context) { c.recover(ctx) })
+		}
+	case strings.HasPrefix(n.Payload, noteReady):
+		c.markReady(strings.TrimPrefix(n.Payload, noteReady))
+	}
+}
+
+// leaderLoop takes and renews the leader lease, and renews the cluster's epoch.
+func (c *Channel) leaderLoop() {
+	defer c.wg.Done()
+	t := time.NewTicker(leaderEvery)
+	defer t.Stop()
+	lastEpoch := time.Now()
+	for {
+		ok, err := c.st.Lead(c.ctx, leaderLease, leaderTTL)
+		if err != nil && c.ctx.Err() == nil {
+			c.log.Warn("lark: the leader lease could not be renewed", "err", err.Error())
+			ok = false
+		}
+		was := c.sh.leading.Swap(ok)
+		if ok && !was {
+			c.log.Info("lark: this replica now consumes the channel's events")
+			c.recover(c.ctx)
+			c.kick()
+		} else if !ok && was {
+			c.log.Warn("lark: this replica no longer consumes the channel's events")
+		}
+		if time.Since(lastEpoch) >= epochEvery {
+			c.renewEpoch(c.ctx)
+			lastEpoch = time.Now()
+		}
+		select {
+		case <-c.ctx.Done():
+			if c.sh.unlisten != nil {
+				c.sh.unlisten()
+			}
+			return
+		case <-t.C:
+		}
+	}
+}
+
+const epochID = "epoch"
+
+// adoptEpoch sets the watermark's start to the running cluster's, or to now when no replica
+// runs.
+func (c *Channel) adoptEpoch(ctx context.Context) error {
+	err := c.st.Update(ctx, func(tx *store.Tx) error {
+		e, err := colMeta.Get(tx, epochID)
+		switch {
+		case err == nil:
+			c.started = e.StartedAt
+			return colMeta.PutTTL(tx, epochID, e, epochTTL)
+		case !errors.Is(err, store.ErrNotFound):
+			return err
+		}
+		return colMeta.PutTTL(tx, epochID, epochRecord{StartedAt: c.started}, epochTTL)
+	})
+	if err != nil {
+		return errs.Wrap(errs.Internal, err, "lark: read the cluster's start")
+	}
+	return nil
+}
+
+func (c *Channel) renewEpoch(ctx context.Context) {
+	err := c.st.Update(ctx, func(tx *store.Tx) error {
+		e, err := colMeta.Get(tx, epochID)
+		if errors.Is(err, store.ErrNotFound) {
+			e = epochRecord{StartedAt: c.started} // expired while this replica ran: keep ours
+		} else if err != nil {
+			return err
+		}
+		return colMeta.PutTTL(tx, epochID, e, epochTTL)
+	})
+	if err != nil && c.ctx.Err() == nil {
+		c.log.Warn("lark: the cluster's start could not be renewed", "err", err.Error())
+	}
+}
+
+const pairID = "current"
+
+func hashCode(salt, code string) string {
+	h := sha256.Sum256([]byte(salt + "\x00" + code))
+	return hex.EncodeToString(h[:])
+}
+
+// putPairing stores a minted code (hashed) for every replica.
+func (c *Channel) putPairing(ctx context.Context, code string, expires time.Time) error {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	salt := hex.EncodeToString(b[:])
+	rec := pairRecord{Salt: salt, Hash: hashCode(salt, code), ExpiresAt: expires}
+	return c.st.Update(ctx, func(tx *store.Tx) error { return colPair.PutTTL(tx, pairID, rec, PairTTL) })
+}
+
+func (c *Channel) deletePairing(ctx context.Context) error {
+	return c.st.Update(ctx, func(tx *store.Tx) error { return colPair.Delete(tx, pairID) })
+}
+
+func (c *Channel) sharedPairingInfo(ctx context.Context) PairingInfo {
+	var rec pairRecord
+	err := c.st.View(ctx, func(tx *store.Tx) (err error) {
+		rec, err = colPair.Get(tx, pairID)
+		return err
+	})
+	if err != nil || !c.now().Before(rec.ExpiresAt) {
+		return PairingInfo{}
+	}
+	return PairingInfo{Pending: true, ExpiresAt: ptime(rec.ExpiresAt)}
+}
+
+// redeemShared checks code against the stored one inside tx and consumes it.
+func (c *Channel) redeemShared(tx *store.Tx, code string) (bool, error) {
+	rec, err := colPair.Get(tx, pairID)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	if !c.now().Before(rec.ExpiresAt) ||
+		subtle.ConstantTimeCompare([]byte(hashCode(rec.Salt, code)), []byte(rec.Hash)) != 1 {
+		return false, nil
+	}
+	return true, colPair.Delete(tx, pairID)
+}
+
+// claimSettle marks Delivery id as being settled by this replica; the returned func clears
+// the mark.
+func (c *Channel) claimSettle(ctx context.Context, id string) (func(), error) {
+	mark := c.st.Instance() + "/" + hex.EncodeToString(randBytes(6))
+	errBusy := errs.New(errs.Conflict, "the Delivery is being settled by another request")
+	err := c.st.Update(ctx, func(tx *store.Tx) error {
+		ok, err := colSettling.Has(tx, id)
+		if err != nil {
+			return err
+		}
+		if ok {
+			return errBusy
+		}
+		return colSettling.PutTTL(tx, id, mark, 10*c.cfg.HTTPTimeout+time.Minute)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		bg, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = c.st.Update(bg, func(tx *store.Tx) error {
+			if v, err := colSettling.Get(tx, id); err != nil || v != mark {
+				return nil
+			}
+			return colSettling.Delete(tx, id)
+		})
+	}, nil
+}
+
+// announceReady records that Delivery id's activation is done, for Current on every replica.
+func (c *Channel) announceReady(ctx context.Context, id string) {
+	err := c.st.Update(context.WithoutCancel(ctx), func(tx *store.Tx) error {
+		if err := colReady.PutTTL(tx, id, true, c.cfg.MaxDeadline+time.Hour); err != nil {
+			return err
+		}
+		return tx.Notify(larkTopic, noteReady+id)
+	})
+	if err != nil {
+		c.log.Warn("lark: the activation could not be announced", "delivery", id, "err", err.Error())
+	}
+}
+
+// readyInStore reports whether Delivery id's activation is recorded as done.
+func (c *Channel) readyInStore(ctx context.Context, id string) bool {
+	ok := false
+	_ = c.st.View(ctx, func(tx *store.Tx) (err error) {
+		ok, err = colReady.Has(tx, id)
+		return err
+	})
+	return ok
+}
+
+func randBytes(n int) []byte {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return b
+}

@@ -1,0 +1,171 @@
+package lark
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/pixie-dev/pixie/internal/store"
+)
+
+// The spool over a shared store:
+//
+//	lark-spool/<delivery>            spoolIndex: the images fetched (index, media type, size) and the note
+//	lark-spool-body/<delivery>/<n>   an image's bytes (raw)
+//
+// all written in one transaction once the downloads are done, with the Delivery's longest
+// possible life as TTL (a replica that dies before settling leaves nothing for ever), and
+// deleted when the Delivery settles.
+
+var spoolIndexes = store.NewCollection[spoolIndex]("lark-spool")
+
+type spoolIndex struct {
+	Files []spooled `json:"files"`
+	Note  string    `json:"note,omitempty"`
+}
+
+func spoolBodyKey(id string, n int) string { return fmt.Sprintf("lark-spool-body/%s/%d", id, n) }
+
+func (s *spool) readIndex(ctx context.Context, id string) (spoolIndex, bool, error) {
+	var ix spoolIndex
+	err := s.st.View(ctx, func(tx *store.Tx) (err error) {
+		ix, err = spoolIndexes.Get(tx, id)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return spoolIndex{}, false, nil
+	}
+	return ix, err == nil, err
+}
+
+func (s *spool) fetchShared(ctx context.Context, a *api, d Delivery, max int64) {
+	if _, ok, err := s.readIndex(ctx, d.ID); err == nil && ok {
+		return // fetched already, by this replica or another
+	}
+	var ix spoolIndex
+	var bodies [][]byte
+	var notes []string
+	for i, key := range d.Images {
+		data, err := a.download(ctx, d.MessageID, key, max)
+		if err != nil {
+			notes = append(notes, fmt.Sprintf("image %d: %s", i+1, describeErr(err)))
+			continue
+		}
+		mt := http.DetectContentType(data)
+		if !strings.HasPrefix(mt, "image/") {
+			notes = append(notes, fmt.Sprintf("image %d: not an image (%s)", i+1, mt))
+			continue
+		}
+		ix.Files = append(ix.Files, spooled{Index: i + 1, MediaType: mt, Size: int64(len(data))})
+		bodies = append(bodies, data)
+	}
+	ix.Note = strings.Join(notes, "; ")
+	err := s.st.Update(ctx, func(tx *store.Tx) error {
+		for i, f := range ix.Files {
+			if err := tx.SetRaw(spoolBodyKey(d.ID, f.Index), bodies[i], s.ttl); err != nil {
+				return err
+			}
+		}
+		return spoolIndexes.PutTTL(tx, d.ID, ix, s.ttl)
+	})
+	if err != nil {
+		s.log.Warn("lark: could not keep the images in the store", "delivery", d.ID, "err", err.Error())
+	}
+}
+
+// getShared reads the index and gives each image a path in this replica's spool directory,
+// copying it there first when it is not (when the directory is unusable, paths are empty and
+// only the image route serves the bytes).
+func (s *spool) getShared(id string) ([]spooled, string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ix, ok, err := s.readIndex(ctx, id)
+	if err != nil {
+		return nil, "the images could not be read from the store"
+	}
+	if !ok {
+		return nil, ""
+	}
+	usable := s.problem() == "" && id != "" && !strings.ContainsAny(id, `/\`) && id != "." && id != ".."
+	out := make([]spooled, 0, len(ix.Files))
+	for _, f := range ix.Files {
+		f.Path = ""
+		if usable {
+			f.Path = s.materialize(ctx, id, f)
+		}
+		out = append(out, f)
+	}
+	return out, ix.Note
+}
+
+func (s *spool) materialize(ctx context.Context, id string, f spooled) string {
+	sub := filepath.Join(s.dir, id)
+	p := filepath.Join(sub, fmt.Sprintf("%d%s", f.Index, extOf(f.MediaType)))
+	if st, err := os.Lstat(p); err == nil && st.Mode().IsRegular() && st.Size() == f.Size {
+		return p
+	}
+	data, err := s.body(ctx, id, f.Index)
+	if err != nil {
+		return ""
+	}
+	if err := os.Mkdir(sub, 0o700); err != nil && !os.IsExist(err) {
+		return ""
+	}
+	tmp, err := os.CreateTemp(sub, ".img-*")
+	if err != nil {
+		return ""
+	}
+	_, werr := tmp.Write(data)
+	cerr := tmp.Close()
+	if werr != nil || cerr != nil || os.Rename(tmp.Name(), p) != nil {
+		_ = os.Remove(tmp.Name())
+		return ""
+	}
+	return p
+}
+
+// body reads an image's bytes from the store.
+func (s *spool) body(ctx context.Context, id string, n int) ([]byte, error) {
+	var b []byte
+	err := s.st.View(ctx, func(tx *store.Tx) (err error) {
+		b, err = tx.GetRaw(spoolBodyKey(id, n))
+		return err
+	})
+	return b, err
+}
+
+func (s *spool) removeShared(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := s.st.Update(ctx, func(tx *store.Tx) error {
+		ix, err := spoolIndexes.Get(tx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		for _, f := range ix.Files {
+			if err := tx.DeleteRaw(spoolBodyKey(id, f.Index)); err != nil {
+				return err
+			}
+		}
+		return spoolIndexes.Delete(tx, id)
+	})
+	if err != nil {
+		s.log.Warn("lark: could not remove spooled images", "delivery", id, "err", err.Error())
+	}
+}
+
+// removeLocal deletes this replica's copies of a Delivery's images (another replica settled
+// it).
+func (s *spool) removeLocal(id string) {
+	if s.dir == "" || id == "" || strings.ContainsAny(id, `/\`) || id == "." || id == ".." {
+		return
+	}
+	_ = os.RemoveAll(filepath.Join(s.dir, id))
+}
