@@ -72,10 +72,10 @@ type epochRecord struct {
 }
 
 var (
-	colPair     = store.NewCollection[pairRecord]("lark-pair")      // lark-pair/current (TTL)
-	colMeta     = store.NewCollection[epochRecord]("lark-meta")     // lark-meta/epoch (TTL)
-	colReady    = store.NewCollection[bool]("lark-ready")           // lark-ready/<delivery> (TTL)
-	colSettling = store.NewCollection[string]("lark-settling")      // lark-settling/<delivery> (TTL)
+	colPair     = store.NewCollection[pairRecord]("lark-pair")  // lark-pair/current (TTL)
+	colMeta     = store.NewCollection[epochRecord]("lark-meta") // lark-meta/epoch (TTL)
+	colReady    = store.NewCollection[bool]("lark-ready")       // lark-ready/<delivery> (TTL)
+	colSettling = store.NewCollection[string]("lark-settling")  // lark-settling/<delivery> (TTL)
 )
 
 // sharedState is the channel's part for shared stores.
