@@ -93,7 +93,13 @@ func (l *lockedBuffer) String() string {
 // until /healthz answers. The process is killed at test end if still running.
 func StartServer(t testing.TB, home string, env []string, args ...string) *Proc {
 	t.Helper()
-	addr := FreeAddr(t)
+	return StartServerAt(t, FreeAddr(t), home, env, args...)
+}
+
+// StartServerAt is StartServer on a given address (for servers that must know each other's
+// addresses before they start).
+func StartServerAt(t testing.TB, addr, home string, env []string, args ...string) *Proc {
+	t.Helper()
 	p := &Proc{Addr: addr, Home: home, URL: "http://" + addr, Stdout: &lockedBuffer{}, Stderr: &lockedBuffer{}}
 	p.Cmd = exec.Command(PixieBinary(t), append([]string{"serve", "--home", home, "--addr", addr}, args...)...)
 	p.Cmd.Env = append(cleanEnv(), env...)

@@ -73,6 +73,11 @@ type envelope struct {
 // admitted one.
 func (c *Channel) HandleEvent(ctx context.Context, header http.Header, body []byte) EventResponse {
 	b, _ := c.available()
+	if b == nil && c.isShared() && c.cfg.Enabled {
+		// Another replica may have bound the bot a moment ago (its notification is on the way).
+		_ = c.loadBinding(ctx)
+		b, _ = c.available()
+	}
 	if b == nil {
 		c.met.drop(reasonUnavailable)
 		return respond(http.StatusServiceUnavailable, map[string]string{"msg": "unavailable"})
