@@ -263,7 +263,7 @@ func TestThreeReplicas(t *testing.T) {
 
 	t.Run("kill -9 of a replica during a burst loses nothing acknowledged", func(t *testing.T) {
 		var mu sync.Mutex
-		acked := map[string]bool{}  // puts answered 2xx
+		acked := map[string]bool{}    // puts answered 2xx
 		confirmed := map[string]int{} // hints of takes whose confirm answered 2xx
 		var wg sync.WaitGroup
 		stop := make(chan struct{})
