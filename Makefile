@@ -81,9 +81,13 @@ test: guests ## build the guests, vet, and run every test with the race detector
 
 # bench: the Go benchmarks, then the sustained-load rows against bin/pixie and OPA (built once
 # into $$PIXIE_TOOLS_DIR, ~/.cache/pixie-tools); BENCH_FLAGS passes flags (docs/bench.md), e.g.
-# BENCH_FLAGS='-go=false -load-rows wasm'.
+# BENCH_FLAGS='-go=false -load-rows wasm'. The PostgreSQL rows (internal/scale) need a server:
+# PIXIE_TEST_POSTGRES_URL, else the one .ci/postgres.sh starts (root or sudo); without either
+# they are skipped, saying so.
 bench: build guests ## run the benchmarks and the sustained-load rows, and print the tables (docs/bench.md)
-	$(GO) run ./internal/tools/bench $(BENCH_FLAGS)
+	@url="$${PIXIE_TEST_POSTGRES_URL:-$$(.ci/postgres.sh 2>/dev/null || true)}"; \
+	 [ -n "$$url" ] || echo "bench: no PostgreSQL (set PIXIE_TEST_POSTGRES_URL): its rows are skipped"; \
+	 PIXIE_TEST_POSTGRES_URL="$$url" $(GO) run ./internal/tools/bench $(BENCH_FLAGS)
 
 check: ## formatters, go mod tidy, vet, linters, and the import-rule test (in both modules)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
