@@ -23,20 +23,27 @@
 //	gate-session/<session>           a session's last preset and newest run, for its switch listing (internal/gate)
 //	gate-session-recent/<rev time>/<session>  sessions with records, newest run first (internal/gate)
 //	module/<sha256>                  WASM module metadata; the bytes live in <home>/blobs (runtime)
+//	module-body/<sha256>             a module's bytes (raw), on a shared store instead of <home>/blobs
 //	module-name/<name>               module name → sha256
 //	hint/<id>                        hints (internal/hint); ids are time-ordered
 //	hint-lease/<take id>             open takes awaiting confirm or rollback
 //	hint-meta/revision               hint queue revision, bumped by every hint transaction
 //	hint-take-closed/<take id>       how a closed take ended (confirmed, rolled-back, expired), TTL 10 min, so repeats are idempotent
+//	hint-event/<revision>            on a shared store: a change's actions, for other replicas' streams (TTL)
+//	hint-running/<session>           on a shared store: sessions running a turn (TTL)
 //	hook-turn/<session>              a hook session's turn number and turn key, with TTL (internal/hooks)
 //	pet-*/…                          Pet skills, drift marks, tasks, scope index, invocations, snapshots, runs, env values (full layout in internal/pet's package comment)
-//	lark-*/…                         Lark channel (internal/channel/lark): binding/current, allow/<open_id>, session/<id>, session-chat/<chat>, child/<id>, locus/<id>, entry/<entry>, delivery/<locus>/<seq>, inbound/<time>, dedup/{e,m}/<id> (TTL)
+//	lark-*/…                         Lark channel (internal/channel/lark): binding/current, allow/<open_id>, session/<id>, session-chat/<chat>, child/<id>, locus/<id>, entry/<entry>, delivery/<locus>/<seq>, inbound/<time>, dedup/{e,m}/<id> (TTL); on a shared store also pair/current, meta/epoch, ready/<id>, settling/<id>, spool/<id>, spool-body/<id>/<n> (all TTL)
+//	cluster-replica/<instance>       on a shared store: each replica's URL and heartbeat (TTL) (internal/cluster)
+//	cluster-secret/admin-token       on a shared store: the admin token every replica accepts
 //	ui-session/<session id>          an open Studio login, with a TTL of its cookie's life; logout deletes it (server)
 //	settings/{model,judge}           run-time settings of the Pixie model and the decision engine over pixie.yaml (internal/settings); their API keys live in credentials.json
-//	cred/<name>                      nothing: credentials live in <home>/credentials.json, not here
+//	cred/<name>                      on a shared store only: the credentials (else <home>/credentials.json) (internal/credentials)
 //
-// Values are JSON. Ordering is bytewise on keys, so ids that must sort by time use
-// fixed-width, zero-padded time prefixes (see SortableTime).
+// Values are JSON (module-body, lark-spool-body: raw bytes). Ordering is bytewise on keys, so
+// ids that must sort by time use fixed-width, zero-padded time prefixes (see SortableTime).
+//
+// Several processes may share one store (shared.go): the PostgreSQL driver, N replicas.
 package store
 
 import (
