@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pixie-dev/pixie/internal/testutil"
 )
@@ -91,5 +92,33 @@ func TestConfigMasksSecrets(t *testing.T) {
 	}
 	if strings.Contains(out, "sk-very-secret") || !strings.Contains(out, "model.apiKey") || !strings.Contains(out, "********") {
 		t.Fatalf("config output does not mask the key:\n%s", out)
+	}
+}
+
+// A database that cannot be reached stops start-up with an error naming it, password masked,
+// and nothing of the password reaches the output.
+func TestServeUnreachableDatabase(t *testing.T) {
+	home := filepath.Join(t.TempDir(), "home")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, code := testutil.RunPixie(t, ctx, []string{"PIXIE_STORE_DRIVER=postgres",
+		"PIXIE_STORE_POSTGRES_URL=postgres://pixie:Sekr1t-pw@127.0.0.1:1/pixie"}, "serve", "--home", home, "--addr", "127.0.0.1:0")
+	if code == 0 {
+		t.Fatalf("serve started on an unreachable database:\n%s", out)
+	}
+	if strings.Contains(out, "Sekr1t-pw") {
+		t.Fatalf("the password leaked:\n%s", out)
+	}
+	if !strings.Contains(out, "cannot reach the database at postgres://pixie:xxxxx@127.0.0.1:1/pixie") {
+		t.Fatalf("unclear error:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(home, "token")); err == nil {
+		t.Fatal("a token was made although the store never opened")
+	}
+	// `pixie config` shows the URL with the password masked.
+	out, code = testutil.RunPixie(t, ctx, []string{"PIXIE_STORE_DRIVER=postgres",
+		"PIXIE_STORE_POSTGRES_URL=postgres://pixie:Sekr1t-pw@127.0.0.1:1/pixie"}, "config", "--home", home, "--offline")
+	if code != 0 || strings.Contains(out, "Sekr1t-pw") || !strings.Contains(out, "postgres://pixie:xxxxx@127.0.0.1:1/pixie") {
+		t.Fatalf("config (%d):\n%s", code, out)
 	}
 }
