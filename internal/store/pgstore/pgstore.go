@@ -243,13 +243,15 @@ func (d *driver) run(ctx context.Context, o pgx.TxOptions, fn func(store.DriverT
 		}
 		return t.failed
 	}
-	if len(t.notes) > 0 {
-		for _, n := range t.notes {
-			if _, err := ptx.Exec(ctx, "SELECT pg_notify($1, $2)", channel, n); err != nil {
-				_ = ptx.Rollback(context.WithoutCancel(ctx))
-				return d.mapErr(err)
-			}
+	for _, n := range t.notes {
+		t.writes = append(t.writes, write{"SELECT pg_notify($1, $2)", []any{channel, n}})
+	}
+	if err := t.flush(); err != nil {
+		_ = ptx.Rollback(context.WithoutCancel(ctx))
+		if errors.Is(err, store.ErrConflict) {
+			return store.ErrConflict
 		}
+		return err
 	}
 	if err := ptx.Commit(ctx); err != nil {
 		if errors.Is(err, pgx.ErrTxCommitRollback) {
@@ -292,6 +294,7 @@ type tx struct {
 	d      *driver
 	failed error
 	notes  []string
+	writes []write
 }
 
 var (
@@ -311,6 +314,9 @@ func (t *tx) fail(err error) error {
 const live = "(expires_at IS NULL OR expires_at > now())"
 
 func (t *tx) Get(key []byte) ([]byte, error) {
+	if err := t.flush(); err != nil {
+		return nil, err
+	}
 	var v []byte
 	err := t.t.QueryRow(t.ctx, "SELECT v FROM pixie_kv WHERE k = $1 AND "+live, key).Scan(&v)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -332,23 +338,63 @@ func (t *tx) Set(key, value []byte, ttl time.Duration) error {
 	if value == nil {
 		value = []byte{}
 	}
-	var err error
 	if ttl > 0 {
-		_, err = t.t.Exec(t.ctx, `INSERT INTO pixie_kv (k, v, expires_at) VALUES ($1, $2, now() + $3 * interval '1 microsecond')
+		return t.queue(`INSERT INTO pixie_kv (k, v, expires_at) VALUES ($1, $2, now() + $3 * interval '1 microsecond')
 			ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v, expires_at = EXCLUDED.expires_at`, key, value, ttl.Microseconds())
-	} else {
-		_, err = t.t.Exec(t.ctx, `INSERT INTO pixie_kv (k, v, expires_at) VALUES ($1, $2, NULL)
-			ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v, expires_at = NULL`, key, value)
 	}
-	if err != nil {
-		return t.fail(err)
+	return t.queue(`INSERT INTO pixie_kv (k, v, expires_at) VALUES ($1, $2, NULL)
+			ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v, expires_at = NULL`, key, value)
+}
+
+func (t *tx) Delete(key []byte) error {
+	return t.queue("DELETE FROM pixie_kv WHERE k = $1", key)
+}
+
+// Writes are queued and sent together, in one round trip, before the next read of the
+// transaction and before its commit: a transaction that writes many keys pays for one trip,
+// and its reads still see its writes.
+
+// maxQueued bounds the writes waiting in one transaction.
+const maxQueued = 256
+
+type write struct {
+	sql  string
+	args []any
+}
+
+func (t *tx) queue(sql string, args ...any) error {
+	if t.failed != nil {
+		return t.failed
+	}
+	t.writes = append(t.writes, write{sql, args})
+	if len(t.writes) >= maxQueued {
+		return t.flush()
 	}
 	return nil
 }
 
-func (t *tx) Delete(key []byte) error {
-	if _, err := t.t.Exec(t.ctx, "DELETE FROM pixie_kv WHERE k = $1", key); err != nil {
-		return t.fail(err)
+// flush sends the queued writes as one batch.
+func (t *tx) flush() error {
+	if len(t.writes) == 0 {
+		return nil
+	}
+	b := &pgx.Batch{}
+	for _, w := range t.writes {
+		b.Queue(w.sql, w.args...)
+	}
+	t.writes = t.writes[:0]
+	br := t.t.SendBatch(t.ctx, b)
+	var first error
+	for i := 0; i < b.Len(); i++ {
+		if _, err := br.Exec(); err != nil && first == nil {
+			first = err
+		}
+	}
+	if err := br.Close(); err != nil && first == nil {
+		first = err
+	}
+	if first != nil {
+		return t.fail(first)
 	}
 	return nil
 }
@@ -396,6 +442,9 @@ func (t *tx) Scan(prefix []byte, opts store.ScanOptions, fn func(key, value []by
 		}
 		conds = append(conds, live)
 		q := "SELECT k, v FROM pixie_kv WHERE " + strings.Join(conds, " AND ") + " ORDER BY k " + order + " LIMIT " + arg(page)
+		if err := t.flush(); err != nil { // writes of this transaction (a callback's too) first
+			return err
+		}
 		rows, err := t.t.Query(t.ctx, q, args...)
 		if err != nil {
 			return t.fail(err)

@@ -13,7 +13,7 @@ import (
 	"github.com/pixie-dev/pixie/internal/store/storetest"
 )
 
-func openURL(t *testing.T, url string) *store.Store {
+func openURL(t testing.TB, url string) *store.Store {
 	t.Helper()
 	s, err := pgstore.Open(context.Background(), pgstore.Options{URL: url, MaxConns: 4, SweepInterval: -1})
 	if err != nil {
