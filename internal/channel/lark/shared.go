@@ -98,16 +98,6 @@ func (c *Channel) notifyTx(tx *store.Tx, what string) error {
 	return tx.Notify(larkTopic, what)
 }
 
-// notify sends a channel notification in its own transaction (shared stores).
-func (c *Channel) notify(ctx context.Context, what string) {
-	if !c.isShared() {
-		return
-	}
-	if err := c.st.Update(context.WithoutCancel(ctx), func(tx *store.Tx) error { return tx.Notify(larkTopic, what) }); err != nil {
-		c.log.Warn("lark: the other replicas were not told", "what", what, "err", err.Error())
-	}
-}
-
 // startShared adopts the cluster's watermark, listens to the other replicas and starts the
 // leader loop.
 func (c *Channel) startShared(ctx context.Context) error {
