@@ -88,6 +88,12 @@ func TestFirstHourCLI(t *testing.T) {
 		t.Fatalf("templates:\n%s", out)
 	}
 	tmpl := run(0, "gate", "templates", "instruction-format-check")
+	// Without a preset named default the hooks' sessions would run no gates: apply says so.
+	lone := t.TempDir() + "/lone.yaml"
+	writeFile(t, lone, tmpl)
+	if out := run(0, "gate", "apply", "-f", lone); !strings.Contains(out, `warning: no preset is called "default"`) {
+		t.Errorf("apply without a default preset:\n%s", out)
+	}
 	file := t.TempDir() + "/t.yaml"
 	writeFile(t, file, tmpl+"presets:\n  - name: default\n    gates: [{gate: instruction-format-check}]\n")
 	run(0, "gate", "apply", "-f", file)

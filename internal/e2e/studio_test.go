@@ -146,12 +146,13 @@ func TestStudioScreenshots(t *testing.T) {
 			}
 		}
 
-		// A toast covers neither Log out nor the navigation.
+		// A toast covers neither Log out, the navigation nor an open hint panel.
 		Eval[bool](t, b, `(window.scrollTo(0, 0), true)`)
+		b.Run(t, "open the hints for the toast", click(chromedp.CSS("#hintbar button.pill")), chromedp.WaitVisible(chromedp.CSS("#hintbar .panel")))
 		Eval[bool](t, b, `(import('/ui/app.js').then((m) => m.toast('A toast long enough to wrap onto a second line in a narrow window.')), true)`)
 		waitFor(t, b, "the toast", `document.querySelector('#toasts .toast')`)
 		tr := rectOf(t, b, "#toasts .toast")
-		for _, css := range []string{"#logout", ".top nav"} {
+		for _, css := range []string{"#logout", ".top nav", "#hintbar .panel"} {
 			if tr.overlaps(rectOf(t, b, css)) {
 				shot(t, b, fmt.Sprintf("FAILED-toast-%d", w))
 				t.Fatalf("at %d px the toast %+v covers %s %+v", w, tr, css, rectOf(t, b, css))
@@ -166,6 +167,8 @@ func TestStudioScreenshots(t *testing.T) {
 			t.Fatalf("a toast takes clicks (pointer-events %s): it hides the buttons under it", pe)
 		}
 		shot(t, b, fmt.Sprintf("studio-%d-toast", w))
+		b.Run(t, "close the hints after the toast", click(chromedp.CSS("#hintbar button.pill")))
+		Eval[bool](t, b, `(document.getElementById('toasts').replaceChildren(), true)`)
 
 		// The wheel: labels break between words (or after a hyphen), never inside a word, and
 		// fit their buttons.
@@ -205,6 +208,9 @@ func TestStudioModuleOnlyGate(t *testing.T) {
 	viewport(t, b, 1280, 800)
 	login(t, b, p)
 	watchErrors(t, b)
+	// No preset yet: Scope says hooks that name none (they use "default") run no gates.
+	open(t, b, "#/scope", "[data-warn=no-default-preset]")
+	mustContain(t, "no-default warning", textOf(t, b, "[data-warn=no-default-preset]"), "No preset is called “default”", "run no gates")
 	open(t, b, "#/gates?new=block-risky-commands", "[name=task]")
 	b.Run(t, "clear the task", clearField("[name=task]"))
 	b.Run(t, "open advanced", chromedp.Evaluate[chromedp.Void](`document.querySelector('details.advanced').open = true`))

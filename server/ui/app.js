@@ -131,7 +131,12 @@ setInterval(() => {
 
 export function toast(text) {
   const t = h('div', { class: 'toast' }, text);
-  document.getElementById('toasts').append(t);
+  const box = document.getElementById('toasts');
+  // Just under the header (or the top of the window once it scrolled away): never over Log out
+  // or the navigation, nor over the Pet and hint panels that open at the bottom.
+  const top = document.querySelector('#app .top');
+  box.style.top = Math.max(8, (top && !document.getElementById('app').hidden ? top.getBoundingClientRect().bottom : 0) + 8) + 'px';
+  box.append(t);
   setTimeout(() => t.remove(), 4000);
 }
 

@@ -21,7 +21,7 @@ export function hintBar(root, ui) {
   const button = h('button', { class: 'pill', 'aria-label': 'Hints', 'aria-expanded': 'false', title: 'Hints (drop a line into the running task)' }, 'Hints', count);
   const status = h('p', { class: 'error', role: 'alert', hidden: true });
   const input = h('textarea', { id: inputId, rows: 2, placeholder: 'A hint for the agent’s next step… (Enter sends, Shift+Enter for a new line)' });
-  const session = h('input', { id: sessionId, placeholder: 'session id (empty: the first session to step)' });
+  const session = h('input', { id: sessionId, placeholder: 'optional: one session’s id', title: 'Empty: a global hint, seen once by the first session that takes a step' });
   const pendingList = h('ul', { 'aria-label': 'Pending hints' });
   const consumedList = h('ul', { 'aria-label': 'Recently consumed hints' });
   const conn = h('span', { class: 'muted' });
