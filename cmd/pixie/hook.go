@@ -42,11 +42,6 @@ const (
 	hookExitUsage = 1 // bad flags or bad input: a non-blocking error for the host
 )
 
-// runHook runs `pixie hook …` (the tests' entry point).
-func runHook(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	return executeVerb(ctx, "hook", args, cmdIO{stdin, stdout, stderr})
-}
-
 // hookArgs are the flags of `pixie hook`.
 type hookArgs struct {
 	cf                   clientFlags

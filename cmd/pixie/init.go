@@ -69,11 +69,6 @@ type initOptions struct {
 	host      string // "claude" or "codex": the adapter the command hooks run
 }
 
-// runInit runs `pixie init …` (the tests' entry point).
-func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return executeVerb(ctx, "init", args, cmdIO{os.Stdin, stdout, stderr})
-}
-
 // initArgs are the flags of `pixie init`.
 type initArgs struct {
 	write, user, command, trust, proxy         bool

@@ -100,11 +100,6 @@ func init() {
 	}})
 }
 
-// runPet runs `pixie pet …` (the tests' entry point).
-func runPet(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	return executeVerb(ctx, "pet", args, cmdIO{stdin, stdout, stderr})
-}
-
 // petFlags are every flag of the pet subcommands (each defines the ones it uses).
 type petFlags struct {
 	enable, shortcut, yes, asJSON, all    bool
