@@ -75,6 +75,11 @@ type initArgs struct {
 	preset, project, skillDir, serverURL, home string
 }
 
+// runInit runs `pixie init …` (the tests' entry point).
+func runInit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return executeVerb(ctx, "init", args, cmdIO{os.Stdin, stdout, stderr})
+}
+
 func initFlags(fs *flag.FlagSet) runFunc {
 	f := &initArgs{}
 	fs.BoolVar(&f.write, "write", false, "write the settings, the MCP entry and the agent skill (default: print them)")
