@@ -166,11 +166,11 @@ func mergeCodexProxy(raw []byte, o initOptions) (out []byte, prev string, err er
 		} `toml:"model_providers"`
 	}
 	if _, err := toml.Decode(b.String(), &after); err != nil {
-		return nil, "", fmt.Errorf("Pixie's provider cannot be merged into it (left unchanged): %v; "+
+		return nil, "", fmt.Errorf("the pixie model provider cannot be merged into it (left unchanged): %v; "+
 			"add the printed table by hand (pixie init codex --proxy)", err)
 	}
 	if after.ModelProvider != codexProxyProvider || after.ModelProviders[codexProxyProvider].BaseURL != proxyURL(o, "openai")+"/v1" {
-		return nil, "", errors.New("Pixie's provider did not come out as written (left unchanged); add the printed table by hand")
+		return nil, "", errors.New("the pixie model provider did not come out as written (left unchanged); add the printed table by hand")
 	}
 	if prev == codexProxyProvider {
 		prev = ""
@@ -217,6 +217,7 @@ func writeProxy(stdout io.Writer, codex bool, o initOptions, claudeSettings stri
 		}
 		fmt.Fprintf(stdout, "wrote the model-API proxy into %s (ANTHROPIC_BASE_URL=%s, apiKeyHelper %q)\n",
 			claudeSettings, proxyURL(o, "anthropic"), claudeProxyHelper)
+		printDeliveryNote(stdout)
 		return nil
 	}
 	path, err := codexConfigPath()
@@ -238,7 +239,15 @@ func writeProxy(stdout io.Writer, codex bool, o initOptions, claudeSettings stri
 	if prev != "" {
 		fmt.Fprintf(stdout, "  model_provider was %q: to go back, set it again (Pixie's provider forwards to proxy.openaiUrl)\n", prev)
 	}
+	printDeliveryNote(stdout)
 	return nil
+}
+
+// printDeliveryNote says how hints.delivery splits the work between the proxy and the hooks.
+func printDeliveryNote(w io.Writer) {
+	fmt.Fprintln(w, "  hints now reach the model through the proxy, outside the chat history; with hints.delivery: auto (the default)")
+	fmt.Fprintln(w, "  the hooks still deliver a hint already pending at a new session's first prompt, before its first model request:")
+	fmt.Fprintln(w, "  set hints.delivery: proxy (PIXIE_HINTS_DELIVERY=proxy) when every agent goes through the proxy")
 }
 
 // writeFileAtomic replaces path with data (keeping its mode), through a temporary file.

@@ -33,10 +33,9 @@ import (
 
 // tap is a recording reverse proxy in front of the Pixie server.
 type tap struct {
-	srv    *httptest.Server
-	mu     sync.Mutex
-	bodies map[string][]byte // path+index → body, for the model endpoints
-	order  [][]byte
+	srv   *httptest.Server
+	mu    sync.Mutex
+	order [][]byte // the model requests' bodies, in order
 }
 
 func newTap(t *testing.T, target string) *tap {
@@ -327,4 +326,156 @@ func waitConsumed(t *testing.T, srv *testutil.Proc, token, text string) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// codexRig is a pixie serve in front of a fake OpenAI API, with Codex set up by
+// `pixie init codex --proxy --write` in its own CODEX_HOME.
+type codexRig struct {
+	codex, home, codexHome, token string
+	srv                           *testutil.Proc
+	fake                          *fakemodel.Server
+}
+
+func newCodexRig(t *testing.T, ctx context.Context, script fakemodel.Script) *codexRig {
+	t.Helper()
+	r := &codexRig{codex: testutil.Tool(t, testutil.ToolCodex), home: t.TempDir()}
+	r.codexHome = filepath.Join(r.home, ".codex")
+	r.fake = fakemodel.NewOpenAI(t, script)
+	pixieHome := filepath.Join(r.home, ".pixie")
+	r.srv = testutil.StartServer(t, pixieHome, []string{"PIXIE_PROXY_OPENAI_URL=" + r.fake.URL, "PIXIE_HINTS_DELIVERY=proxy"})
+	r.token = r.srv.Token(t)
+	out, code := testutil.RunPixie(t, ctx, []string{"HOME=" + r.home, "CODEX_HOME=" + r.codexHome}, "init", "codex", "--proxy", "--write",
+		"--dir", r.home, "--home", pixieHome, "--url", r.srv.URL)
+	if code != 0 {
+		t.Fatalf("pixie init: %d\n%s", code, out)
+	}
+	return r
+}
+
+// run runs `codex exec prompt` in a project of its own and returns its output.
+func (r *codexRig) run(t *testing.T, ctx context.Context, name, prompt string) string {
+	t.Helper()
+	project := filepath.Join(r.home, name)
+	if err := os.MkdirAll(project, 0o755); err != nil {
+		t.Error(err)
+		return ""
+	}
+	cmd := exec.CommandContext(ctx, r.codex, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "-m", "gpt-test", prompt)
+	cmd.Dir = project
+	cmd.Env = []string{"HOME=" + r.home, "PATH=" + os.Getenv("PATH"), "CODEX_HOME=" + r.codexHome, "TERM=dumb", "PIXIE_TOKEN=" + r.token, "NO_COLOR=1"}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Errorf("codex: %v\n%s\nserver: %s", err, out, r.srv.Stderr)
+	}
+	return string(out)
+}
+
+// An upstream 500 on the request that carries the hint: the take is rolled back, Codex retries,
+// and the retry carries the hint again; the model sees it in exactly one answered request.
+func TestCodexThroughTheProxyRetriesAfter500(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const hintText = "HINT-500: read the error log first"
+	var r *codexRig
+	var queued, failed atomic.Bool
+	r = newCodexRig(t, ctx, func(q fakemodel.Request) fakemodel.Reply {
+		if len(q.Tools) == 0 {
+			return fakemodel.Reply{Text: "ok"}
+		}
+		switch len(q.Results) {
+		case 0:
+			if queued.CompareAndSwap(false, true) {
+				queueHint(t, r.srv, r.token, q.Header.Get("Session-Id"), hintText)
+			}
+			return fakemodel.Reply{Calls: []fakemodel.Call{{Name: "exec_command", Input: map[string]any{"cmd": "echo step"}}}}
+		}
+		if q.Contains(hintText) && failed.CompareAndSwap(false, true) {
+			return fakemodel.Reply{Status: http.StatusInternalServerError}
+		}
+		return fakemodel.Reply{Text: "All done after a retry."}
+	})
+	if out := r.run(t, ctx, "proj", "check the build"); !strings.Contains(out, "All done after a retry.") {
+		t.Fatalf("the run did not finish normally:\n%s", out)
+	}
+	if !failed.Load() {
+		t.Fatal("the upstream never failed the hint-carrying request")
+	}
+	// The failed attempt (500, rolled back) and its retry (answered, confirmed) carried the hint;
+	// no later request did.
+	carried := 0
+	for _, q := range r.fake.Requests() {
+		if q.Contains(hintText) {
+			carried++
+		}
+	}
+	if carried != 2 {
+		t.Fatalf("the hint travelled in %d requests, want the failed one and its retry", carried)
+	}
+	t.Logf("Codex after a 500: the hint reached the upstream in %d requests (the failed one and its answered retry)", carried)
+	waitConsumed(t, r.srv, r.token, hintText)
+}
+
+// Two Codex sessions at once, each with a hint of its own and one global hint between them:
+// every hint reaches exactly one request, a session's only its own session.
+func TestCodexConcurrentSessionsThroughTheProxy(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var r *codexRig
+	var mu sync.Mutex
+	queued := map[string]bool{}
+	want := map[string]string{} // hint text → session ("" global)
+	r = newCodexRig(t, ctx, func(q fakemodel.Request) fakemodel.Reply {
+		if len(q.Tools) == 0 {
+			return fakemodel.Reply{Text: "ok"}
+		}
+		s := q.Header.Get("Session-Id")
+		if len(q.Results) == 0 {
+			mu.Lock()
+			if !queued[s] {
+				queued[s] = true
+				text := "HINT-for-" + s
+				want[text] = s
+				queueHint(t, r.srv, r.token, s, text)
+				if len(queued) == 2 {
+					want["HINT-global"] = ""
+					queueHint(t, r.srv, r.token, "", "HINT-global")
+				}
+			}
+			mu.Unlock()
+		}
+		if len(q.Results) < 3 {
+			return fakemodel.Reply{Calls: []fakemodel.Call{{Name: "exec_command", Input: map[string]any{"cmd": "echo step"}}}}
+		}
+		return fakemodel.Reply{Text: "All done."}
+	})
+	var wg sync.WaitGroup
+	for _, name := range []string{"a", "b"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if out := r.run(t, ctx, name, "check the build"); !strings.Contains(out, "All done.") {
+				t.Errorf("session %s did not finish normally:\n%s", name, out)
+			}
+		}()
+	}
+	wg.Wait()
+	if len(want) != 3 {
+		t.Fatalf("queued %d hints, want 3", len(want))
+	}
+	reqs := r.fake.Requests()
+	for text, session := range want {
+		n := 0
+		for _, q := range reqs {
+			if q.Contains(text) {
+				n++
+				if session != "" && q.Header.Get("Session-Id") != session {
+					t.Errorf("%s reached session %s", text, q.Header.Get("Session-Id"))
+				}
+			}
+		}
+		if n != 1 {
+			t.Errorf("%s is in %d requests, want 1", text, n)
+		}
+	}
+	t.Logf("two Codex sessions: %d model requests, each of the 3 hints in exactly one", len(reqs))
 }
