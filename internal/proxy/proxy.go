@@ -44,6 +44,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	pathpkg "path"
 	"strings"
 	"time"
 
@@ -183,9 +184,13 @@ func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, api API, path stri
 		writeErr(w, r, api, errs.New(errs.NotFound, "no such model API %q", api))
 		return
 	}
-	if !strings.HasPrefix(path, "/") {
-		path = "/" + path
+	// Dot segments are resolved here, so a path can never climb out of the upstream's base path
+	// (…/anthropic/../admin); a trailing slash is kept.
+	clean := pathpkg.Clean("/" + path)
+	if strings.HasSuffix(path, "/") && clean != "/" {
+		clean += "/"
 	}
+	path = clean
 	target := *up
 	target.Path = up.Path + path
 	target.RawPath = ""

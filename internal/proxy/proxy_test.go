@@ -843,3 +843,31 @@ func TestNewRefusesBadUpstreams(t *testing.T) {
 		t.Fatalf("defaults: %v %v", p, err)
 	}
 }
+
+// A path cannot climb out of the upstream's base path.
+func TestPathStaysUnderTheUpstreamBase(t *testing.T) {
+	var got []string
+	var mu sync.Mutex
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.URL.Path)
+		mu.Unlock()
+	}))
+	defer up.Close()
+	r := newRig(t, proxy.Config{OpenAIURL: up.URL + "/base"}, hint.Config{})
+	for _, p := range []string{"/v1/models", "/../../admin", "/v1/../../x", "/v1/files/"} {
+		req, _ := http.NewRequest(http.MethodGet, r.url(proxy.OpenAI), nil)
+		req.URL.Opaque = "/v1/proxy/openai" + p // sent as written, not cleaned by the client
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := []string{"/base/v1/models", "/base/admin", "/base/x", "/base/v1/files/"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("upstream paths %v, want %v", got, want)
+	}
+}
