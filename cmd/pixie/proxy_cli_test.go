@@ -145,8 +145,9 @@ func TestClaudeCodeThroughTheProxy(t *testing.T) {
 	}
 	const hintText = "HINT-7f3a: run the tests before you commit"
 	const userKey = "sk-ant-e2e-user-key-31"
-	var srv *testutil.Proc
-	var token string
+	// The script runs on the fake server's goroutines: it reads the server and token through atomics.
+	var srvP atomic.Pointer[testutil.Proc]
+	var tokenV atomic.Value
 	var queued atomic.Bool
 	var session atomic.Value
 	fake := fakemodel.NewAnthropic(t, func(r fakemodel.Request) fakemodel.Reply {
@@ -158,7 +159,7 @@ func TestClaudeCodeThroughTheProxy(t *testing.T) {
 			if queued.CompareAndSwap(false, true) {
 				s := r.Header.Get("X-Claude-Code-Session-Id")
 				session.Store(s)
-				queueHint(t, srv, token, s, hintText) // a person drops a line while the task runs
+				queueHint(t, srvP.Load(), tokenV.Load().(string), s, hintText) // a person drops a line while the task runs
 			}
 			return fakemodel.Reply{Text: "Checking.", Calls: []fakemodel.Call{{Name: "Bash", Input: map[string]any{"command": "echo first-step", "description": "first"}}}}
 		case 1:
@@ -166,8 +167,10 @@ func TestClaudeCodeThroughTheProxy(t *testing.T) {
 		}
 		return fakemodel.Reply{Text: "All done: proxied run finished."}
 	})
-	srv = testutil.StartServer(t, pixieHome, []string{"PIXIE_PROXY_ANTHROPIC_URL=" + fake.URL})
-	token = srv.Token(t)
+	srv := testutil.StartServer(t, pixieHome, []string{"PIXIE_PROXY_ANTHROPIC_URL=" + fake.URL})
+	token := srv.Token(t)
+	srvP.Store(srv)
+	tokenV.Store(token)
 	tp := newTap(t, srv.URL)
 	out, code := testutil.RunPixie(t, ctx, []string{"HOME=" + home}, "init", "claude", "--proxy", "--write",
 		"--dir", project, "--home", pixieHome, "--url", tp.srv.URL)
@@ -236,8 +239,9 @@ func TestCodexThroughTheProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	const hintText = "HINT-c0d3: prefer the staging database"
-	var srv *testutil.Proc
-	var token string
+	// The script runs on the fake server's goroutines: it reads the server and token through atomics.
+	var srvP atomic.Pointer[testutil.Proc]
+	var tokenV atomic.Value
 	var queued atomic.Bool
 	var session atomic.Value
 	fake := fakemodel.NewOpenAI(t, func(r fakemodel.Request) fakemodel.Reply {
@@ -249,7 +253,7 @@ func TestCodexThroughTheProxy(t *testing.T) {
 			if queued.CompareAndSwap(false, true) {
 				s := r.Header.Get("Session-Id")
 				session.Store(s)
-				queueHint(t, srv, token, s, hintText)
+				queueHint(t, srvP.Load(), tokenV.Load().(string), s, hintText)
 			}
 			return fakemodel.Reply{Calls: []fakemodel.Call{{Name: "exec_command", Input: map[string]any{"cmd": "echo first-step"}}}}
 		case 1:
@@ -257,8 +261,10 @@ func TestCodexThroughTheProxy(t *testing.T) {
 		}
 		return fakemodel.Reply{Text: "All done: proxied run finished."}
 	})
-	srv = testutil.StartServer(t, pixieHome, []string{"PIXIE_PROXY_OPENAI_URL=" + fake.URL})
-	token = srv.Token(t)
+	srv := testutil.StartServer(t, pixieHome, []string{"PIXIE_PROXY_OPENAI_URL=" + fake.URL})
+	token := srv.Token(t)
+	srvP.Store(srv)
+	tokenV.Store(token)
 	tp := newTap(t, srv.URL)
 	env := []string{"HOME=" + home, "CODEX_HOME=" + codexHome}
 	out, code := testutil.RunPixie(t, ctx, env, "init", "codex", "--proxy", "--write", "--dir", project, "--home", pixieHome, "--url", tp.srv.URL)
@@ -376,9 +382,11 @@ func TestCodexThroughTheProxyRetriesAfter500(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const hintText = "HINT-500: read the error log first"
-	var r *codexRig
+	// The script runs on the fake server's goroutines: it reaches the rig through an atomic.
+	var rig atomic.Pointer[codexRig]
 	var queued, failed atomic.Bool
-	r = newCodexRig(t, ctx, func(q fakemodel.Request) fakemodel.Reply {
+	r := newCodexRig(t, ctx, func(q fakemodel.Request) fakemodel.Reply {
+		r := rig.Load()
 		if len(q.Tools) == 0 {
 			return fakemodel.Reply{Text: "ok"}
 		}
@@ -394,6 +402,7 @@ func TestCodexThroughTheProxyRetriesAfter500(t *testing.T) {
 		}
 		return fakemodel.Reply{Text: "All done after a retry."}
 	})
+	rig.Store(r)
 	if out := r.run(t, ctx, "proj", "check the build"); !strings.Contains(out, "All done after a retry.") {
 		t.Fatalf("the run did not finish normally:\n%s", out)
 	}
@@ -420,11 +429,13 @@ func TestCodexThroughTheProxyRetriesAfter500(t *testing.T) {
 func TestCodexConcurrentSessionsThroughTheProxy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	var r *codexRig
+	// The script runs on the fake server's goroutines: it reaches the rig through an atomic.
+	var rig atomic.Pointer[codexRig]
 	var mu sync.Mutex
 	queued := map[string]bool{}
 	want := map[string]string{} // hint text → session ("" global)
-	r = newCodexRig(t, ctx, func(q fakemodel.Request) fakemodel.Reply {
+	r := newCodexRig(t, ctx, func(q fakemodel.Request) fakemodel.Reply {
+		r := rig.Load()
 		if len(q.Tools) == 0 {
 			return fakemodel.Reply{Text: "ok"}
 		}
@@ -448,6 +459,7 @@ func TestCodexConcurrentSessionsThroughTheProxy(t *testing.T) {
 		}
 		return fakemodel.Reply{Text: "All done."}
 	})
+	rig.Store(r)
 	var wg sync.WaitGroup
 	for _, name := range []string{"a", "b"} {
 		wg.Add(1)
@@ -459,6 +471,8 @@ func TestCodexConcurrentSessionsThroughTheProxy(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
 	if len(want) != 3 {
 		t.Fatalf("queued %d hints, want 3", len(want))
 	}
