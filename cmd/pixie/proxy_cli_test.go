@@ -493,3 +493,54 @@ func TestCodexConcurrentSessionsThroughTheProxy(t *testing.T) {
 	}
 	t.Logf("two Codex sessions: %d model requests, each of the 3 hints in exactly one", len(reqs))
 }
+
+// A Codex subagent's requests (X-OpenAI-Subagent, its own Thread-Id) never take the session's
+// hints: the hint queued at the main agent's first step reaches the main agent's next request
+// only.
+func TestCodexSubagentTakesNoHints(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const hintText = "HINT-sub: the main agent only"
+	var rig atomic.Pointer[codexRig]
+	var queued atomic.Bool
+	r := newCodexRig(t, ctx, func(q fakemodel.Request) fakemodel.Reply {
+		r := rig.Load()
+		if len(q.Tools) == 0 {
+			return fakemodel.Reply{Text: "ok"}
+		}
+		if q.Header.Get("X-Openai-Subagent") != "" {
+			return fakemodel.Reply{Text: "child done"}
+		}
+		if len(q.Results) == 0 {
+			if queued.CompareAndSwap(false, true) {
+				queueHint(t, r.srv, r.token, q.Header.Get("Session-Id"), hintText)
+			}
+			return fakemodel.Reply{Calls: []fakemodel.Call{{Name: "spawn_agent", Input: map[string]any{"message": "CHILD say hello"}}}}
+		}
+		return fakemodel.Reply{Text: "All done."}
+	})
+	rig.Store(r)
+	if out := r.run(t, ctx, "proj", "delegate it"); !strings.Contains(out, "All done.") {
+		t.Fatalf("the run did not finish normally:\n%s", out)
+	}
+	children, carried := 0, 0
+	for _, q := range r.fake.Requests() {
+		child := q.Header.Get("X-Openai-Subagent") != ""
+		if child {
+			children++
+		}
+		if q.Contains(hintText) {
+			carried++
+			if child || q.Header.Get("Thread-Id") != q.Header.Get("Session-Id") {
+				t.Errorf("a subagent request carried the hint (X-OpenAI-Subagent %q, Thread-Id %q)", q.Header.Get("X-Openai-Subagent"), q.Header.Get("Thread-Id"))
+			}
+		}
+	}
+	if children == 0 {
+		t.Fatal("Codex sent no subagent request (the check proves nothing)")
+	}
+	if carried != 1 {
+		t.Fatalf("the hint is in %d requests, want 1", carried)
+	}
+	t.Logf("Codex with a subagent: %d subagent requests, the hint in %d main-agent request", children, carried)
+}
