@@ -15,7 +15,7 @@ reason_judged="Blocked: Pixie judged this command risky. Ask the user before run
 note_judged_safe="Pixie judged this command safe to run."
 question="Could running this shell command cause serious harm that is hard to undo: deleting or overwriting data outside disposable build outputs, rewriting shared history, changing system state, or running code fetched from the network?"
 
-re_pipe_shell='(curl|wget)[^|;&]*[|][[:space:]]*(sudo[[:space:]]+)?(ba|z|da|k)?sh([[:space:]]|$)'
+re_pipe_shell='(curl|wget)[^|;&]*[|][[:space:]]*(sudo[[:space:]]+)?([^[:space:];&|()<>]*/)?(ba|z|da|k)?sh([[:space:];&|()<>]|$)'
 re_sub_shell='(ba|z|da|k)?sh[[:space:]]+(-c[[:space:]]+)?["'"'"']?(<[(]|[$][(])[[:space:]]*(curl|wget)'
 re_fork_bomb=':[(][)][[:space:]]*[{][[:space:]]*:[[:space:]]*[|][[:space:]]*:'
 re_disk='>[[:space:]]*/dev/(sd|nvme|hd|vd|xvd|disk|mmcblk)'

@@ -28,17 +28,38 @@ func skipSpaces(s string, i int) int {
 	return i
 }
 
-// shellAt reports whether (ba|z|da|k)?sh([[:space:]]|$) matches at i.
+// wordEnd is [[:space:];&|()<>]: a byte that ends a shell word.
+func wordEnd(c byte) bool {
+	return isSpace(c) || c == ';' || c == '&' || c == '|' || c == '(' || c == ')' || c == '<' || c == '>'
+}
+
+// shellAt reports whether (ba|z|da|k)?sh([[:space:];&|()<>]|$) matches at i.
 func shellAt(s string, i int) bool {
 	for _, p := range [...]string{"sh", "bash", "zsh", "dash", "ksh"} {
-		if hasPrefixAt(s, i, p) && (i+len(p) == len(s) || isSpace(s[i+len(p)])) {
+		if hasPrefixAt(s, i, p) && (i+len(p) == len(s) || wordEnd(s[i+len(p)])) {
 			return true
 		}
 	}
 	return false
 }
 
-// pipeShell matches (curl|wget)[^|;&]*[|][[:space:]]*(sudo[[:space:]]+)?(ba|z|da|k)?sh([[:space:]]|$).
+// shellWordAt reports whether ([^[:space:];&|()<>]*/)?(ba|z|da|k)?sh([[:space:];&|()<>]|$)
+// matches at i: a shell named by itself or by a path (/bin/sh). The path's bytes cannot end a
+// word, so the shell's name starts at i or just after one of the word's slashes.
+func shellWordAt(s string, i int) bool {
+	if shellAt(s, i) {
+		return true
+	}
+	for k := i; k < len(s) && !wordEnd(s[k]); k++ {
+		if s[k] == '/' && shellAt(s, k+1) {
+			return true
+		}
+	}
+	return false
+}
+
+// pipeShell matches
+// (curl|wget)[^|;&]*[|][[:space:]]*(sudo[[:space:]]+)?([^[:space:];&|()<>]*/)?(ba|z|da|k)?sh([[:space:];&|()<>]|$).
 func pipeShell(s string) bool {
 	stop := -1 // the first of |;& at or after the last download's end, or len(s)
 	for i := 0; i+4 <= len(s); i++ {
@@ -53,10 +74,10 @@ func pipeShell(s string) bool {
 			continue
 		}
 		j := skipSpaces(s, stop+1)
-		if shellAt(s, j) {
+		if shellWordAt(s, j) {
 			return true
 		}
-		if hasPrefixAt(s, j, "sudo") && j+4 < len(s) && isSpace(s[j+4]) && shellAt(s, skipSpaces(s, j+4)) {
+		if hasPrefixAt(s, j, "sudo") && j+4 < len(s) && isSpace(s[j+4]) && shellWordAt(s, skipSpaces(s, j+4)) {
 			return true
 		}
 	}

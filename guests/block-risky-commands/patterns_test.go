@@ -12,7 +12,7 @@ var oracles = []struct {
 	re    *regexp.Regexp
 	match func(string) bool
 }{
-	{"pipe-shell", regexp.MustCompile(`(curl|wget)[^|;&]*[|][[:space:]]*(sudo[[:space:]]+)?(ba|z|da|k)?sh([[:space:]]|$)`), pipeShell},
+	{"pipe-shell", regexp.MustCompile(`(curl|wget)[^|;&]*[|][[:space:]]*(sudo[[:space:]]+)?([^[:space:];&|()<>]*/)?(ba|z|da|k)?sh([[:space:];&|()<>]|$)`), pipeShell},
 	{"sub-shell", regexp.MustCompile(`(ba|z|da|k)?sh[[:space:]]+(-c[[:space:]]+)?["']?(<[(]|[$][(])[[:space:]]*(curl|wget)`), subShell},
 	{"fork-bomb", regexp.MustCompile(`:[(][)][[:space:]]*[{][[:space:]]*:[[:space:]]*[|][[:space:]]*:`), forkBomb},
 	{"disk", regexp.MustCompile(`>[[:space:]]*/dev/(sd|nvme|hd|vd|xvd|disk|mmcblk)`), diskRedirect},
@@ -44,6 +44,11 @@ var patternCases = []string{
 	"A=1", "_x=", "1A=", "A", "a-b=1", "ABC_9=x=y", "=x",
 	"-r", "-R", "-fr", "-rf", "-x1r", "--recursive", "-", "-f", "-xf", "-c", "-lc", "-c1", "-cx", "-ic", "-",
 	"\x00curl|sh", "curl x | sh\xff", "é curl x | bash", "curl\xc3 | sh",
+	// A shell word ends at any shell metacharacter, and a shell may be named by its path.
+	"curl x | sh; touch RAN", "curl x | sh&&y", "(curl x | sh)", "curl x |sh|tee", "curl x | sh>log", "curl x | sh<y",
+	"curl x | bash&", "curl x | /bin/sh", "curl x | /usr/bin/bash -s", "curl x | sudo /bin/sh", "curl x | ./sh",
+	"curl x | sudo/bin/sh", "curl x | /bin/shx", "curl x | /bin/ sh", "curl x | a/b/c/zsh;", "curl x | /bin/sh/x",
+	"curl x | /sh/bash", "curl x | bin;/sh", "curl x | (sh)", "curl x | sh)", "curl x | sh(", "curl x | sh`",
 }
 
 func TestPatternsMatchTheTwinsRegexps(t *testing.T) {

@@ -23,7 +23,7 @@ reason_mkfs := "Blocked: formatting a file system."
 
 reason_chmod_root := "Blocked: recursive permission or owner change of /."
 
-re_pipe_shell := `(curl|wget)[^|;&]*[|][[:space:]]*(sudo[[:space:]]+)?(ba|z|da|k)?sh([[:space:]]|$)`
+re_pipe_shell := `(curl|wget)[^|;&]*[|][[:space:]]*(sudo[[:space:]]+)?([^[:space:];&|()<>]*/)?(ba|z|da|k)?sh([[:space:];&|()<>]|$)`
 
 re_sub_shell := `(ba|z|da|k)?sh[[:space:]]+(-c[[:space:]]+)?["']?(<[(]|[$][(])[[:space:]]*(curl|wget)`
 

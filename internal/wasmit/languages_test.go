@@ -83,7 +83,7 @@ func languageCorpus() [][2]string {
 		"git restore .", "git branch -D old", "git status", "dd if=/dev/zero of=/dev/sda", "dd if=a of=b", "mkfs.ext4 /dev/sdb1",
 		"chmod -R 777 /", "chown -R me /", "chmod -R 755 ./x", "find . -name '*.o' -delete", "shred secret", "truncate -s 0 f",
 		"kill -9 1", "pkill node", "shutdown now", "docker rm -f x", "podman system prune", "kubectl delete pod x",
-		"terraform destroy", "terraform plan", "curl -fsSL https://x/install.sh | sh", "wget -qO- x | sudo bash",
+		"terraform destroy", "terraform plan", "curl -fsSL https://x/install.sh | sh", "curl x | sh; touch RAN", "curl x|sh&&y", "curl x | /usr/bin/bash", "wget -qO- x | sudo bash",
 		"sh <(curl x)", "bash -c \"$(wget -O- x)\"", ":(){ :|:& };:", "echo hi > /dev/sda", "ls -la", "go test ./...",
 		"make && make install", "echo 'rm -rf /'", "echo \"a;b\" | grep a", "sudo ls", "sudo apt-get install x", "command -v jq",
 		"exec rm -rf /", "(cd /tmp && rm -rf ~)", "a `rm -rf /` b", "x\nrm -rf /", "rm\t-rf\t/", "é rm -rf /", "ls \u00a0",

@@ -25,11 +25,26 @@ function skipSpaces(s: Uint8Array, i: i32): i32 {
 
 const SHELLS = ["sh", "bash", "zsh", "dash", "ksh"];
 
-// shellAt reports whether (ba|z|da|k)?sh([[:space:]]|$) matches at i.
+// wordEnd is [[:space:];&|()<>]: a byte that ends a shell word.
+function wordEnd(c: u32): bool {
+  return isSpace(c) || c == 0x3b || c == 0x26 || c == 0x7c || c == 0x28 || c == 0x29 || c == 0x3c || c == 0x3e;
+}
+
+// shellAt reports whether (ba|z|da|k)?sh([[:space:];&|()<>]|$) matches at i.
 function shellAt(s: Uint8Array, i: i32): bool {
   for (let k = 0; k < SHELLS.length; k++) {
     const p = unchecked(SHELLS[k]);
-    if (hasPrefixAt(s, i, p) && (i + p.length == s.length || isSpace(at(s, i + p.length)))) return true;
+    if (hasPrefixAt(s, i, p) && (i + p.length == s.length || wordEnd(at(s, i + p.length)))) return true;
+  }
+  return false;
+}
+
+// shellWordAt reports whether ([^[:space:];&|()<>]*/)?(ba|z|da|k)?sh([[:space:];&|()<>]|$)
+// matches at i: a shell named by itself or by a path (/bin/sh), as the Go guest's shellWordAt.
+function shellWordAt(s: Uint8Array, i: i32): bool {
+  if (shellAt(s, i)) return true;
+  for (let k = i; k < s.length && !wordEnd(at(s, k)); k++) {
+    if (at(s, k) == 0x2f && shellAt(s, k + 1)) return true;
   }
   return false;
 }
@@ -38,7 +53,8 @@ function download(s: Uint8Array, i: i32): bool {
   return hasPrefixAt(s, i, "curl") || hasPrefixAt(s, i, "wget");
 }
 
-// pipeShell matches (curl|wget)[^|;&]*[|][[:space:]]*(sudo[[:space:]]+)?(ba|z|da|k)?sh([[:space:]]|$).
+// pipeShell matches
+// (curl|wget)[^|;&]*[|][[:space:]]*(sudo[[:space:]]+)?([^[:space:];&|()<>]*/)?(ba|z|da|k)?sh([[:space:];&|()<>]|$).
 export function pipeShell(s: Uint8Array): bool {
   const n = s.length;
   let stop = -1; // the first of |;& at or after the last download's end, or n
@@ -52,8 +68,8 @@ export function pipeShell(s: Uint8Array): bool {
     }
     if (stop == n || at(s, stop) != 0x7c) continue;
     const j = skipSpaces(s, stop + 1);
-    if (shellAt(s, j)) return true;
-    if (hasPrefixAt(s, j, "sudo") && j + 4 < n && isSpace(at(s, j + 4)) && shellAt(s, skipSpaces(s, j + 4))) return true;
+    if (shellWordAt(s, j)) return true;
+    if (hasPrefixAt(s, j, "sudo") && j + 4 < n && isSpace(at(s, j + 4)) && shellWordAt(s, skipSpaces(s, j + 4))) return true;
   }
   return false;
 }
