@@ -148,7 +148,7 @@ func (e *engine) setup(ctx context.Context, cp *extism.CompiledPlugin) error {
 	if err != nil {
 		return err
 	}
-	cm, err := rt.CompileModule(ctx, k)
+	cm, err := rt.CompileModule(ctx, k.Wasm)
 	if err != nil {
 		return fmt.Errorf("wasm: compile the instrumented kernel: %w", err)
 	}
@@ -175,7 +175,16 @@ func extismFuncs() []extism.HostFunction {
 	for _, f := range hostfuncs.Funcs() {
 		call := f.Call
 		hf := extism.NewHostFunctionWithStack(f.Name,
-			func(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) { call(ctx, p, stack) },
+			func(ctx context.Context, p *extism.CurrentPlugin, stack []uint64) {
+				// Pixie's own calls give host functions a memory that calls the kernel with the
+				// run's context (instance.go); Extism's CurrentPlugin calls it with
+				// context.Background().
+				if c, ok := ctx.(*callCtx); ok {
+					call(ctx, kernelMemory{c: c}, stack)
+					return
+				}
+				call(ctx, p, stack)
+			},
 			i64s(f.Params), i64s(f.Results))
 		hf.SetNamespace(abi.Namespace)
 		out = append(out, hf)
@@ -211,6 +220,13 @@ func (b *capBuffer) Write(p []byte) (int, error) {
 	}
 	b.dropped += len(p) - room
 	return len(p), nil
+}
+
+// reset empties the buffer.
+func (b *capBuffer) reset() {
+	b.mu.Lock()
+	b.buf, b.dropped = b.buf[:0], 0
+	b.mu.Unlock()
 }
 
 func (b *capBuffer) String() string {

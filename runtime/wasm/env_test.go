@@ -41,6 +41,10 @@ func TestMain(m *testing.M) {
 	if shared != nil {
 		shared.close()
 	}
+	if fresh != nil {
+		fresh.close()
+		os.RemoveAll(freshDir)
+	}
 	if sharedDir != "" {
 		os.RemoveAll(sharedDir)
 	}

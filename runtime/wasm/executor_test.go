@@ -84,12 +84,14 @@ func TestContract(t *testing.T) {
 	})
 }
 
+// TestNoStateLeaksBetweenRuns runs echo, which counts its runs in a package variable, on the
+// shared executor's reused instances: each run counts one.
 func TestNoStateLeaksBetweenRuns(t *testing.T) {
 	e := env(t)
 	for i := range 5 {
 		out, _ := echoRun(t, e, runtime.Request{Target: strconv.Itoa(i)})
 		if out.Runs != 1 || out.Target != strconv.Itoa(i) {
-			t.Fatalf("run %d saw %+v: an instance was reused", i, out)
+			t.Fatalf("run %d saw %+v: state carried over from an earlier run", i, out)
 		}
 	}
 }
@@ -102,39 +104,24 @@ func TestPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := e.module(t, "echo")
-	if len(m.pool) != DefaultPoolSize {
-		t.Fatalf("pool holds %d", len(m.pool))
+	if len(m.idle) < DefaultPoolSize || !m.reuse.Load() {
+		t.Fatalf("pool holds %d, reuse %v", len(m.idle), m.reuse.Load())
 	}
-	echoRun(t, e, runtime.Request{})
-	// The used instance is closed, never returned; the refill brings the pool back.
-	if err := e.x.Warm(ctx, "echo"); err != nil {
-		t.Fatal(err)
+	made, resets := m.made.Load(), m.resets.Load()
+	for range 5 {
+		echoRun(t, e, runtime.Request{})
 	}
-	seen := map[*instance]bool{}
-	for range DefaultPoolSize {
-		inst := <-m.pool
-		seen[inst] = true
+	// A healthy instance is reset and reused: no instance is made for these runs.
+	if m.made.Load() != made || m.resets.Load() != resets+5 {
+		t.Fatalf("made %d → %d, resets %d → %d", made, m.made.Load(), resets, m.resets.Load())
 	}
-	if len(seen) != DefaultPoolSize {
-		t.Fatalf("pool holds duplicates")
-	}
-	// The worker may refill the pool meanwhile (a kick still pending from the warm-up):
-	// instances that do not fit are closed.
-	defer func() {
-		for inst := range seen {
-			select {
-			case m.pool <- inst:
-			default:
-				inst.close()
-			}
-		}
-	}()
 	t.Run("a trapped instance is discarded and the module keeps serving", func(t *testing.T) {
 		e.push(t, "testdata/fault-trap", "fault-trap")
 		if err := e.x.Warm(ctx, "fault-trap"); err != nil {
 			t.Fatal(err)
 		}
 		ft := e.module(t, "fault-trap")
+		made, resets := ft.made.Load(), ft.resets.Load()
 		for range 3 {
 			if _, err := e.run(t, runtime.Request{Ref: "fault-trap"}); !errors.Is(err, runtime.ErrTrap) {
 				t.Fatal(err)
@@ -143,16 +130,11 @@ func TestPool(t *testing.T) {
 		if err := e.x.Warm(ctx, "fault-trap"); err != nil {
 			t.Fatal(err)
 		}
-		for range len(ft.pool) {
-			inst := <-ft.pool
-			if inst.p.Module() == nil || !inst.p.FunctionExists("gate") {
-				t.Fatal("a pooled instance is not usable")
-			}
-			select {
-			case ft.pool <- inst:
-			default: // refilled meanwhile
-				inst.close()
-			}
+		if ft.resets.Load() != resets || ft.made.Load() < made+3 {
+			t.Fatalf("a trapped instance was reused: made %d → %d, resets %d → %d", made, ft.made.Load(), resets, ft.resets.Load())
+		}
+		if ft.cloned.Load() == 0 {
+			t.Fatal("new instances were not made from the snapshot")
 		}
 	})
 }
@@ -207,23 +189,22 @@ func TestReadOnlyMount(t *testing.T) {
 			t.Fatalf("the guest removed a file: %v", err)
 		}
 	})
-	t.Run("a mounted run takes a pooled instance", func(t *testing.T) {
+	t.Run("a mounted run takes a pooled instance, reset and reused after", func(t *testing.T) {
 		ctx := context.Background()
 		if err := e.x.Warm(ctx, "fs-probe"); err != nil {
 			t.Fatal(err)
 		}
 		m := e.module(t, "fs-probe")
-		before := m.made.Load()
+		made, resets := m.made.Load(), m.resets.Load()
 		out := probe(t, runtime.Request{Cwd: cwd, Policy: runtime.PolicyReadOnly, MountCwd: true})
 		if out["read"] != "from the session" {
 			t.Fatalf("%v", out)
 		}
-		// The pool is topped up after the run: one new instance, for the one taken.
 		if err := e.x.Warm(ctx, "fs-probe"); err != nil {
 			t.Fatal(err)
 		}
-		if made := m.made.Load() - before; made != 1 {
-			t.Fatalf("%d instances made for one mounted run and its refill", made)
+		if m.made.Load() != made || m.resets.Load() != resets+1 {
+			t.Fatalf("made %d → %d, resets %d → %d", made, m.made.Load(), resets, m.resets.Load())
 		}
 	})
 	t.Run("no mount without asking", func(t *testing.T) {
@@ -277,8 +258,8 @@ func TestLimits(t *testing.T) {
 		echoRun(t, small, runtime.Request{})
 	})
 	t.Run("no pool", func(t *testing.T) {
-		if m := small.module(t, "echo"); cap(m.pool) != 0 {
-			t.Fatalf("pool of %d", cap(m.pool))
+		if m := small.module(t, "echo"); cap(m.idle) != 0 || m.reuse.Load() {
+			t.Fatalf("pool of %d, reuse %v", cap(m.idle), m.reuse.Load())
 		}
 	})
 	t.Run("log lines are capped", func(t *testing.T) {

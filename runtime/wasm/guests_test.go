@@ -2,6 +2,7 @@ package wasm
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/pixie-dev/pixie/internal/errs"
@@ -81,9 +83,40 @@ type guestCase struct {
 	twin bool
 }
 
+// freshEnv is an environment whose executor makes a fresh instance for every run (no pool, no
+// reuse): what reused instances must decide the same as.
+func freshEnv(t testing.TB) *testEnv {
+	t.Helper()
+	freshOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "pixie-wasm-fresh-")
+		if err != nil {
+			freshErr = err
+			return
+		}
+		freshDir = dir
+		fresh, freshErr = newEnv(context.Background(), dir, Config{CacheDir: testutil.WasmCacheDir(t), PoolSize: -1})
+	})
+	if freshErr != nil {
+		t.Fatal(freshErr)
+	}
+	return fresh
+}
+
+var (
+	freshOnce sync.Once
+	fresh     *testEnv
+	freshErr  error
+	freshDir  string
+)
+
+// runGuestCases runs each case three times on the shared executor, whose instances are reset
+// and reused, and once on fresh instances: every run must decide as the case wants (and as the
+// bash twin, where the case says so).
 func runGuestCases(t *testing.T, guest string, cases []guestCase) {
 	e := env(t)
 	e.push(t, guest, guest)
+	f := freshEnv(t)
+	f.push(t, guest, guest)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			cwd := t.TempDir()
@@ -96,13 +129,16 @@ func runGuestCases(t *testing.T, guest string, cases []guestCase) {
 			if tc.helper != nil {
 				req.Helper = tc.helper
 			}
-			res, err := e.run(t, req)
-			if err != nil {
-				t.Fatalf("run: %v (stderr %q)", err, res.Stderr)
-			}
-			got := decide(res.ExitCode, res.Stdout)
-			if !reflect.DeepEqual(got, tc.want) {
-				t.Fatalf("WASM decided %+v, want %+v (stderr %q)", got, tc.want, res.Stderr)
+			var got decision
+			for i, env := range []*testEnv{f, e, e, e} {
+				res, err := env.run(t, req)
+				if err != nil {
+					t.Fatalf("run %d: %v (stderr %q)", i, err, res.Stderr)
+				}
+				got = decide(res.ExitCode, res.Stdout)
+				if !reflect.DeepEqual(got, tc.want) {
+					t.Fatalf("WASM (run %d, %s) decided %+v, want %+v (stderr %q)", i, map[bool]string{true: "fresh instance", false: "reused instance"}[i == 0], got, tc.want, res.Stderr)
+				}
 			}
 			if tc.twin {
 				if bash := bashTwin(t, guest, tc.vars, tc.target, cwd); !reflect.DeepEqual(bash, got) {

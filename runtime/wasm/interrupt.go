@@ -90,12 +90,15 @@ func (i *instanceRun) runErr() error {
 }
 
 // kernel is Extism's kernel, instrumented once.
-var kernel = sync.OnceValues(func() ([]byte, error) {
+var kernel = sync.OnceValues(func() (*instrument.Result, error) {
 	res, err := instrument.Rewrite(extismx.Kernel())
 	if err != nil {
 		return nil, fmt.Errorf("wasm: instrument the Extism kernel: %w", err)
 	}
-	return res.Wasm, nil
+	if !res.Resettable {
+		return nil, fmt.Errorf("wasm: the Extism kernel cannot be reset: %s", res.NotResettable)
+	}
+	return res, nil
 })
 
 // isInterrupt reports whether err is check's trap, and its cause.

@@ -4,5 +4,22 @@ package wasm
 
 import "context"
 
+// memAllocator is not used where there is no mmap: wazero's own memories are, and instances
+// are then never reused (a reset needs memories of ours).
+type memAllocator struct {
+	mems      []*mmapMemory
+	budget    *memBudget
+	untracked bool
+}
+
+type mmapMemory struct {
+	buf              []byte
+	len              int
+	refused, tracked bool
+}
+
+func (m *mmapMemory) restore([]byte) int { panic("wasm: no reset here") }
+func (m *mmapMemory) protect()           {}
+
 // withMemory leaves wazero's default (Go slice) memories where there is no mmap.
-func withMemory(ctx context.Context) context.Context { return ctx }
+func withMemory(ctx context.Context, _ *memAllocator) context.Context { return ctx }

@@ -6,7 +6,7 @@ import "testing"
 
 func TestMmapMemory(t *testing.T) {
 	const page = 1 << 16
-	m := mmapAllocator{}.Allocate(0, 4*page)
+	m := (&memAllocator{}).Allocate(0, 4*page)
 	b := m.Reallocate(page)
 	if len(b) != page || cap(b) != 4*page {
 		t.Fatalf("len %d cap %d", len(b), cap(b))

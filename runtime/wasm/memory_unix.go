@@ -4,38 +4,67 @@ package wasm
 
 import (
 	"context"
+	"sync"
 	"syscall"
 
 	"github.com/tetratelabs/wazero/experimental"
 )
 
-// mmapAllocator backs each guest's linear memory with its own anonymous mapping of the
-// memory's maximum size. wazero's default grows a memory by appending to a Go slice, which
-// copies the whole memory at every growth (a Go guest grows its heap 4 MiB at a time, several
-// times while it starts) and leaves the old copies to the garbage collector, which keeps them
-// resident until it returns them. A mapping reserves address space only; growing makes the new
-// pages resident (populate) without copying anything, and closing the instance unmaps the
-// memory at once.
-type mmapAllocator struct{}
+// Linear memories.
+//
+// Each guest's (and each Extism kernel's) linear memory is an anonymous mapping of its own, of
+// the memory's maximum size, instead of wazero's Go slice, which copies the whole memory each
+// time a Go guest grows its heap and leaves the copies to the garbage collector. A mapping
+// reserves address space only; growing makes the new pages resident (populate) without copying
+// anything, and closing an instance unmaps its memory at once.
+//
+// An instance is reused across runs and reset to its module's snapshot after each (reset.go),
+// so a memory also knows how to go back to a snapshot cheaply: on Linux its mapping is
+// registered with a userfaultfd in asynchronous write-protect mode (memory_linux.go), the kernel
+// marks each page written since the last reset, and the reset copies back only those pages
+// (PAGEMAP_SCAN finds them and protects them again in one system call). Elsewhere, or where
+// userfaultfd is not allowed, the reset copies back the whole snapshot.
 
-// withMemory returns ctx with the allocator, for instantiating modules.
-func withMemory(ctx context.Context) context.Context {
-	return experimental.WithMemoryAllocator(ctx, mmapAllocator{})
+// memAllocator hands out mmapMemory and remembers them, in order, for the instance being made
+// (Extism instantiates the kernel's memory first, then the guest's).
+type memAllocator struct {
+	mu   sync.Mutex
+	mems []*mmapMemory
+	// budget, when set, is charged for every byte of linear memory (admission.go).
+	budget *memBudget
+	// untracked: no write tracking (tests of the copy-everything reset).
+	untracked bool
 }
 
-func (mmapAllocator) Allocate(_, max uint64) experimental.LinearMemory {
-	return &mmapMemory{max: max}
+// withMemory returns ctx with a, for instantiating modules.
+func withMemory(ctx context.Context, a *memAllocator) context.Context {
+	return experimental.WithMemoryAllocator(ctx, a)
+}
+
+func (a *memAllocator) Allocate(_, max uint64) experimental.LinearMemory {
+	m := &mmapMemory{max: max, budget: a.budget, untracked: a.untracked}
+	a.mu.Lock()
+	a.mems = append(a.mems, m)
+	a.mu.Unlock()
+	return m
 }
 
 type mmapMemory struct {
 	buf []byte // the whole mapping
 	len int    // the memory's current length
 	max uint64
+	// tracked: writes to the mapping are tracked (memory_linux.go).
+	tracked, untracked bool
+	budget  *memBudget
+	// charged is what the budget was charged for this memory.
+	charged int
+	// refused is set when the budget refused a growth (the guest then runs out of memory).
+	refused bool
 }
 
 // Reallocate implements experimental.LinearMemory: the first call maps max bytes (at least one
 // page), later ones only change the length. It returns nil, which the guest sees as a failed
-// memory.grow, past max or when the mapping fails.
+// memory.grow, past max, past the memory budget, or when the mapping fails.
 func (m *mmapMemory) Reallocate(size uint64) []byte {
 	if size > m.max {
 		return nil
@@ -46,10 +75,20 @@ func (m *mmapMemory) Reallocate(size uint64) []byte {
 		if err != nil {
 			return nil
 		}
-		hugePages(b)
 		m.buf = b
+		m.tracked = !m.untracked && track(b)
+		if !m.tracked {
+			hugePages(b)
+		}
 	}
 	if old := uint64(m.len); size > old {
+		if grow := int(size) - m.charged; grow > 0 && m.budget != nil {
+			if !m.budget.take(grow) {
+				m.refused = true
+				return nil
+			}
+			m.charged += grow
+		}
 		populate(m.buf[old:size])
 	}
 	m.len = int(size)
@@ -68,5 +107,39 @@ func (m *mmapMemory) Free() {
 	if m.buf != nil {
 		_ = syscall.Munmap(m.buf[:cap(m.buf)])
 		m.buf, m.len = nil, 0
+	}
+	if m.budget != nil && m.charged > 0 {
+		m.budget.give(m.charged)
+		m.charged = 0
+	}
+}
+
+// restore makes the memory's first len(snap) bytes snap again and drops what lies past them
+// (the caller then sets the memory's length back, wazerox.SetMemoryLen). It returns how many
+// bytes it copied.
+func (m *mmapMemory) restore(snap []byte) int {
+	n := len(snap)
+	copied := 0
+	if m.tracked {
+		copied = restoreWritten(m.buf, m.len, snap)
+	} else {
+		copy(m.buf[:n], snap)
+		copied = n
+	}
+	if m.len > n {
+		drop(m.buf[n:m.len], m.tracked)
+	}
+	m.len = n
+	if m.budget != nil && m.charged > n {
+		m.budget.give(m.charged - n)
+		m.charged = n
+	}
+	return copied
+}
+
+// protect starts tracking writes from now on (after the snapshot was copied in).
+func (m *mmapMemory) protect() {
+	if m.tracked {
+		writeProtect(m.buf[:m.len])
 	}
 }

@@ -182,7 +182,7 @@ func (v *Validator) Validate(ctx context.Context, wasm []byte, entry string) (mo
 	// A start function runs while the module is instantiated: it must end in time.
 	ictx, cancel := context.WithTimeout(ctx, validateInitTimeout)
 	defer cancel()
-	p, err := cp.Instance(withMemory(ictx), extism.PluginInstanceConfig{ModuleConfig: moduleConfig(&capBuffer{max: 1024}, nil)})
+	p, err := cp.Instance(withMemory(ictx, &memAllocator{}), extism.PluginInstanceConfig{ModuleConfig: moduleConfig(&capBuffer{max: 1024}, nil)})
 	if err != nil {
 		if _, ok := isInterrupt(err); ok || ictx.Err() != nil {
 			return modules.Info{}, refuse("module cannot be instantiated: its start function did not end within %s", validateInitTimeout)

@@ -46,6 +46,7 @@
 package wasm
 
 import (
+	goruntime "runtime"
 	"time"
 
 	"github.com/pixie-dev/pixie/hostfuncs"
@@ -63,7 +64,9 @@ const (
 	DefaultMaxOutput   = abi.MaxOutputSize
 	DefaultPoolSize    = 2
 	DefaultMaxModules  = 16 // each costs ~15 MiB of compiled code plus its pool: see docs/guests.md
-	DefaultTimeout     = 60 * time.Second
+	// DefaultMemoryBudget caps the linear memory of every instance and snapshot together.
+	DefaultMemoryBudget = 1 << 30
+	DefaultTimeout      = 60 * time.Second
 	// DefaultInitTimeout bounds pre-initialising one instance in the background.
 	DefaultInitTimeout = 10 * time.Second
 	maxStderr          = 64 << 10
@@ -94,6 +97,11 @@ type Config struct {
 	MaxHostCalls int
 	// MaxModules caps the compiled modules kept in memory; zero means DefaultMaxModules.
 	MaxModules int
+	// MaxConcurrent caps the guest runs executing at once; zero means the number of CPUs.
+	MaxConcurrent int
+	// MemoryBudget caps, in bytes, the linear memory of every instance (running or pooled) and
+	// every snapshot together; zero means DefaultMemoryBudget.
+	MemoryBudget int64
 	// Hidden are directories the cwd mount never shows, through any of their aliases (the
 	// Pixie home): a cwd inside one is not mounted, and one inside the cwd is left out.
 	Hidden []string
@@ -125,6 +133,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxModules <= 0 {
 		c.MaxModules = DefaultMaxModules
+	}
+	if c.MaxConcurrent <= 0 {
+		c.MaxConcurrent = goruntime.NumCPU()
+	}
+	if c.MemoryBudget <= 0 {
+		c.MemoryBudget = DefaultMemoryBudget
 	}
 	return c
 }

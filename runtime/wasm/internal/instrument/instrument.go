@@ -36,8 +36,9 @@
 // as FuelExport, so that the host can read and restore them through wazero's API; it reports
 // whether an instance can be reset to a snapshot at all (Result.Resettable): a module that can
 // change its tables or its segments (table.set, table.grow, table.fill, table.copy,
-// table.init, elem.drop, data.drop), or has a mutable v128 or reference global, cannot be
-// restored through the API, and runs on fresh instances instead.
+// table.init, elem.drop, data.drop), or has a mutable v128 global, cannot be restored through
+// the API, and runs on fresh instances instead. (A mutable reference global can be restored
+// only to null: the host checks its snapshot's value.)
 //
 // # Faithfulness
 //
@@ -87,6 +88,9 @@ type Global struct {
 	Type   byte // value type
 	Export string
 }
+
+// IsRef reports whether the global holds a reference (funcref or externref).
+func (g Global) IsRef() bool { return g.Type == valFuncref || g.Type == valExternref }
 
 // Result is a rewritten module and what the host needs to know about it.
 type Result struct {
@@ -448,8 +452,9 @@ func (m *module) scan(secs []section) error {
 				if mut == 1 {
 					idx := m.globals
 					m.res.Globals = append(m.res.Globals, Global{Index: idx, Type: t, Export: GlobalExport(idx)})
-					if t == valV128 || t == valFuncref || t == valExternref {
-						m.notResettable(fmt.Sprintf("it has a mutable %s global", typeName(t)))
+					if t == valV128 {
+						// wazero's API sets the low 64 bits of a global only.
+						m.notResettable("it has a mutable v128 global")
 					}
 				}
 				m.globals++

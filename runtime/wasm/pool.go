@@ -1,0 +1,115 @@
+package wasm
+
+import (
+	"context"
+	"time"
+)
+
+// The pool.
+//
+// A module keeps up to Config.PoolSize instances ready (idle), made in the background by its
+// worker (refill), so that a run takes one instead of making one. An instance that ran without
+// fault is reset to the module's snapshot after its run, off the run's path (once the answer
+// is sent: internal/later), and goes back to the pool; the pool holds up to idleCap instances,
+// so that as many runs as may execute at once (Config.MaxConcurrent) find one. An instance that
+// trapped, timed out, exited, broke a limit, or whose module cannot be reset is closed instead,
+// and the worker makes a new one: from the snapshot (instantiate, then copy the snapshot's
+// memory and globals in) when the module allows it, by instantiating and initialising it
+// otherwise.
+
+// idleCap is how many ready instances a module keeps at most.
+func (x *Executor) idleCap() int {
+	if x.e.cfg.PoolSize == 0 {
+		return 0
+	}
+	return max(x.e.cfg.PoolSize, x.e.cfg.MaxConcurrent)
+}
+
+// take returns a ready instance, or makes one when none is ready.
+func (m *module) take(ctx context.Context) (*instance, error) {
+	select {
+	case inst := <-m.idle:
+		return inst, nil
+	default:
+	}
+	return m.newInstance(ctx)
+}
+
+// recycle ends inst's run: healthy and resettable, it is reset and put back; otherwise, or
+// when the pool is full or the module evicted, it is closed. The worker then tops the pool up.
+func (m *module) recycle(inst *instance, healthy bool) {
+	if healthy && m.reuse.Load() && cap(m.idle) > 0 && !m.isEvicted() {
+		if err := inst.reset(); err == nil {
+			m.resets.Add(1)
+			select {
+			case m.idle <- inst:
+				return
+			default:
+			}
+		}
+	}
+	inst.close()
+	m.kick()
+}
+
+// kick asks the module's worker to top the pool up.
+func (m *module) kick() {
+	select {
+	case m.kickc <- struct{}{}:
+	default:
+	}
+}
+
+func (m *module) lastInitErr() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.initErr
+}
+
+// refill is the module's worker until the module is evicted: on each kick it fills the pool up
+// to Config.PoolSize. An instance that fails to start stops the refill until the next kick, and
+// the error is kept for Warm.
+func (m *module) refill() {
+	for {
+		select {
+		case <-m.done:
+			return
+		case <-m.kickc:
+		}
+		// The run that kicked finishes its answer first: making an instance keeps a CPU busy
+		// (and its guest code cannot be preempted), which on a small machine would hold the
+		// answer back.
+		if len(m.idle) > 0 {
+			select {
+			case <-m.done:
+				return
+			case <-time.After(refillDelay):
+			}
+		}
+		for len(m.idle) < m.x.e.cfg.PoolSize {
+			// The worker holds the module like a run does: an eviction while it prepares an
+			// instance interrupts the guest (the context) but closes the compiled module only
+			// when the worker lets go, never under running guest code.
+			if !m.tryAcquire() {
+				return
+			}
+			ctx, cancel := context.WithTimeout(m.ctx, DefaultInitTimeout)
+			inst, err := m.newInstance(ctx)
+			cancel()
+			m.mu.Lock()
+			m.initErr = err
+			m.mu.Unlock()
+			if err == nil {
+				select {
+				case m.idle <- inst:
+				default:
+					inst.close()
+				}
+			}
+			m.release()
+			if err != nil {
+				break
+			}
+		}
+	}
+}
