@@ -55,7 +55,7 @@ type mmapMemory struct {
 	max uint64
 	// tracked: writes to the mapping are tracked (memory_linux.go).
 	tracked, untracked bool
-	budget  *memBudget
+	budget             *memBudget
 	// charged is what the budget was charged for this memory.
 	charged int
 	// refused is set when the budget refused a growth (the guest then runs out of memory).
