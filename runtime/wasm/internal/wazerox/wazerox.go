@@ -57,12 +57,6 @@ func SetMemoryLen(mem api.Memory, n uint32) error {
 	return nil
 }
 
-// Paths of wazero v1.12.0's internals this package reads.
-var (
-	fileEntryType reflect.Type // internal/sys.FileEntry
-	lazyDirType   reflect.Type // internal/sys.lazyDir
-)
-
 // fsTable returns the masks and items of mod's descriptor table, settable.
 func fsTable(mod api.Module) (masks *[]uint64, items reflect.Value, err error) {
 	rv := reflect.ValueOf(mod)
@@ -96,7 +90,6 @@ func fsTable(mod api.Module) (masks *[]uint64, items reflect.Value, err error) {
 	if ft, _ := fe.FieldByName("File"); ft.Type != reflect.TypeFor[experimentalsys.File]() {
 		return nil, reflect.Value{}, fmt.Errorf("%w: FileEntry.File is not a sys.File", ErrUnreachable)
 	}
-	fileEntryType = fe
 	masks = (*[]uint64)(unsafe.Pointer(m.UnsafeAddr()))
 	items = reflect.NewAt(it.Type(), unsafe.Pointer(it.UnsafeAddr())).Elem()
 	return masks, items, nil
@@ -124,6 +117,8 @@ type FDSnapshot struct {
 	// values are copies of the entries (by index), with a preopen's lazily opened root cleared
 	// and its directory-listing cache dropped.
 	values map[int]reflect.Value
+	// lazyDir is wazero's internal/sys.lazyDir, the type of a preopen's root (nil: none).
+	lazyDir reflect.Type
 }
 
 // entries calls f for each descriptor in the table.
@@ -160,8 +155,8 @@ func (t *FDs) Snapshot() *FDSnapshot {
 		}
 		file := v.FieldByName("File")
 		if lazy := file.Elem(); lazy.IsValid() && lazy.Kind() == reflect.Pointer && lazy.Type().Elem().Name() == "lazyDir" {
-			lazyDirType = lazy.Type().Elem()
-			fresh := reflect.New(lazyDirType)
+			s.lazyDir = lazy.Type().Elem()
+			fresh := reflect.New(s.lazyDir)
 			fresh.Elem().Set(lazy.Elem())
 			if f := fresh.Elem().FieldByName("f"); f.IsValid() {
 				reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().SetZero()
@@ -194,7 +189,7 @@ func (t *FDs) Restore(s *FDSnapshot) int {
 		e := reflect.NewAt(v.Type(), s.items[i]).Elem()
 		// A lazy root opened during the run is closed before the entry gets its fresh one.
 		if file := e.FieldByName("File"); file.Elem().IsValid() && file.Elem().Kind() == reflect.Pointer &&
-			file.Elem().Type().Elem() == lazyDirType {
+			file.Elem().Type().Elem() == s.lazyDir {
 			if f := file.Elem().Elem().FieldByName("f"); f.IsValid() && !f.IsNil() {
 				_ = file.Interface().(experimentalsys.File).Close()
 				closed++
@@ -203,8 +198,8 @@ func (t *FDs) Restore(s *FDSnapshot) int {
 		fresh := reflect.New(v.Type()).Elem()
 		fresh.Set(v)
 		if file := fresh.FieldByName("File"); file.Elem().IsValid() && file.Elem().Kind() == reflect.Pointer &&
-			file.Elem().Type().Elem() == lazyDirType {
-			nl := reflect.New(lazyDirType)
+			file.Elem().Type().Elem() == s.lazyDir {
+			nl := reflect.New(s.lazyDir)
 			nl.Elem().Set(file.Elem().Elem())
 			file.Set(nl)
 		}
