@@ -871,3 +871,22 @@ func TestPathStaysUnderTheUpstreamBase(t *testing.T) {
 		t.Fatalf("upstream paths %v, want %v", got, want)
 	}
 }
+
+// A request whose session cannot be told takes only global hints, never a session's.
+func TestUnknownSessionTakesOnlyGlobalHints(t *testing.T) {
+	up := fakemodel.NewAnthropic(t, nil)
+	r := newRig(t, proxy.Config{AnthropicURL: up.URL}, hint.Config{})
+	mine := r.put("s1", "for s1 only")
+	global := r.put("", "for whoever steps first")
+	if _, err := streamMessage(t, anthropicClient(r.url(proxy.Anthropic)), "no session header"); err != nil {
+		t.Fatal(err)
+	}
+	reqs := up.Requests()
+	if !reqs[0].Contains(global.Text) || reqs[0].Contains(mine.Text) {
+		t.Fatalf("a request without a session got: global %v, s1's %v", reqs[0].Contains(global.Text), reqs[0].Contains(mine.Text))
+	}
+	r.waitState(global.ID, hint.Consumed)
+	if st, _ := r.state(mine.ID); st != hint.Pending {
+		t.Fatalf("s1's hint is %s", st)
+	}
+}
