@@ -145,9 +145,15 @@ func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *stor
 	deps := server.Deps{
 		Store: st,
 		// model and judge are read at each request: the settings page changes them at run time.
-		Info: func(context.Context) map[string]any {
+		Info: func(ctx context.Context) map[string]any {
 			out := maps.Clone(info)
 			out["model"], out["judge"] = pixieModel.Info(), judgeSvc.Info()
+			if st.Shared() {
+				// The live replicas of the cluster (instance, URL, start, last heartbeat).
+				if ms, err := node.Members(ctx); err == nil {
+					out["replicas"] = ms
+				}
+			}
 			return out
 		},
 		Hints: hints,

@@ -68,6 +68,9 @@ func TestThreeReplicas(t *testing.T) {
 			if !strings.Contains(string(raw), `"driver":"postgres"`) {
 				t.Fatalf("/v1/info does not name the driver: %s", raw)
 			}
+			if rs, _ := info["replicas"].([]any); len(rs) != 3 {
+				t.Fatalf("replica %d lists %d live replicas: %s", i, len(rs), raw)
+			}
 		}
 		// A UI login on one replica is accepted by another (the cookie key and the session
 		// table are shared).

@@ -548,9 +548,13 @@ func (d *driver) Listen(ctx context.Context, fn func(topic, payload string, lost
 	}()
 	backoff := 50 * time.Millisecond
 	for ctx.Err() == nil {
+		began := time.Now()
 		err := d.listenOnce(ctx, fn)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if time.Since(began) > time.Minute {
+			backoff = 50 * time.Millisecond // it had been listening: a fresh loss
 		}
 		d.log.Warn("pgstore: the notification connection was lost; reconnecting", "err", scrub(fmt.Sprint(err), d.secret))
 		select {
