@@ -193,6 +193,9 @@ func (d *driver) Close() error {
 	d.once.Do(func() {
 		close(d.stop)
 		d.wg.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, _ = d.pool.Exec(ctx, "DELETE FROM pixie_lease WHERE holder = $1", d.holder) // the sweep's
+		cancel()
 		close(d.closed)
 		d.pool.Close()
 	})
