@@ -107,7 +107,9 @@ func (q *Queue) decode(key string, raw []byte) (Hint, bool) {
 // and the new snapshot and fn's actions published after the commit.
 func (q *Queue) mutate(ctx context.Context, fn func(tx *store.Tx, st *txState) error) (*txState, error) {
 	var out *txState
-	err := q.st.Update(ctx, func(tx *store.Tx) error {
+	// Every change reads the queue and bumps one revision: over a shared store, queue them on
+	// one lock instead of letting them collide and retry (an embedded store runs Update).
+	err := q.st.UpdateSerial(ctx, "hint-queue", func(tx *store.Tx) error {
 		out = nil
 		st, err := q.load(tx)
 		if err != nil {
@@ -448,7 +450,7 @@ func (q *Queue) Renew(ctx context.Context, takeID string) (time.Time, error) {
 		return time.Time{}, errs.New(errs.NotFound, "%s", q.msg.ErrTakeNotFound)
 	}
 	var exp time.Time
-	err := q.st.Update(ctx, func(tx *store.Tx) error {
+	err := q.st.UpdateSerial(ctx, "hint-queue", func(tx *store.Tx) error {
 		l, err := leases.Get(tx, takeID)
 		if errors.Is(err, store.ErrNotFound) {
 			return errs.New(errs.NotFound, "%s", q.msg.ErrTakeNotFound)

@@ -40,6 +40,14 @@ type SharedDriver interface {
 	Release(ctx context.Context, holder string) error
 }
 
+// SerialDriver is a SharedDriver that can queue transactions on a named lock across
+// processes (Store.UpdateSerial): the lock is held from before the transaction starts until
+// after it ends, so each transaction sees the previous one's commit.
+type SerialDriver interface {
+	SharedDriver
+	UpdateSerial(ctx context.Context, lock string, fn func(DriverTx) error) error
+}
+
 // NotifyTx is implemented by the transactions of a SharedDriver: the notification is sent if
 // and when the transaction commits.
 type NotifyTx interface {

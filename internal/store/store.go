@@ -144,16 +144,35 @@ type Tx struct {
 // is run again (up to MaxRetries times), so fn must not have side effects outside tx other than
 // through AfterCommit.
 func (s *Store) Update(ctx context.Context, fn func(tx *Tx) error) error {
+	return s.update(ctx, "", fn)
+}
+
+// UpdateSerial is Update for transactions that all touch one hot key (a queue's revision):
+// over a SharedDriver it runs them one at a time across every process sharing the store,
+// queued on a lock called lock, instead of letting them collide and be retried. Over an
+// embedded store it is Update.
+func (s *Store) UpdateSerial(ctx context.Context, lock string, fn func(tx *Tx) error) error {
+	return s.update(ctx, lock, fn)
+}
+
+func (s *Store) update(ctx context.Context, lock string, fn func(tx *Tx) error) error {
 	var lastErr error
+	sd, serial := s.d.(SerialDriver)
 	for attempt := 0; attempt <= s.maxRetries; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		var tx *Tx
-		err := s.d.Update(ctx, func(dt DriverTx) error {
+		run := func(dt DriverTx) error {
 			tx = &Tx{s: s, dt: dt}
 			return fn(tx)
-		})
+		}
+		var err error
+		if lock != "" && serial {
+			err = sd.UpdateSerial(ctx, lock, run)
+		} else {
+			err = s.d.Update(ctx, run)
+		}
 		if err == nil {
 			for _, f := range tx.after {
 				f()

@@ -112,13 +112,16 @@ type driver struct {
 	secret string // the password, scrubbed from every error text
 
 	holder string // this driver's lease holder for its own sweep
+
+	semMu  sync.Mutex
+	sems   map[string]chan struct{} // UpdateSerial's in-process queues, by lock
 	stop   chan struct{}
 	wg     sync.WaitGroup
 	once   sync.Once
 	closed chan struct{}
 }
 
-var _ store.SharedDriver = (*driver)(nil)
+var _ store.SerialDriver = (*driver)(nil)
 
 func open(ctx context.Context, opts Options) (*driver, error) {
 	if opts.URL == "" {
@@ -216,6 +219,61 @@ func (d *driver) Update(ctx context.Context, fn func(store.DriverTx) error) erro
 	return d.run(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable}, fn)
 }
 
+// UpdateSerial runs fn in a SERIALIZABLE transaction on a connection that holds the session
+// advisory lock of lock from before BEGIN until after the commit: transactions on one lock run
+// one after another across every process, and each one's snapshot includes the previous one's
+// commit, so they do not abort each other. A connection that dies releases its lock.
+func (d *driver) UpdateSerial(ctx context.Context, lock string, fn func(store.DriverTx) error) error {
+	if d.isClosed() {
+		return store.ErrClosed
+	}
+	// One waiter per process: the others wait here, not holding a pool connection each.
+	sem := d.serialLock(lock)
+	select {
+	case sem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-sem }()
+	conn, err := d.pool.Acquire(ctx)
+	if err != nil {
+		return d.mapErr(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(hashtextextended($1, 0))", "pixie:"+lock); err != nil {
+		// Cancelled or timed out while waiting: the lock may have been granted just then, so
+		// the connection goes (and its session's lock with it) rather than back to the pool.
+		_ = conn.Conn().Close(context.WithoutCancel(ctx))
+		return d.mapErr(err)
+	}
+	defer func() {
+		if _, err := conn.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock(hashtextextended($1, 0))", "pixie:"+lock); err != nil {
+			// The lock stays with the session: drop the connection so that it goes with it.
+			_ = conn.Conn().Close(context.WithoutCancel(ctx))
+		}
+	}()
+	ptx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
+	if err != nil {
+		return d.mapErr(err)
+	}
+	return d.finish(ctx, ptx, fn)
+}
+
+// serialLock returns the in-process semaphore of lock.
+func (d *driver) serialLock(lock string) chan struct{} {
+	d.semMu.Lock()
+	defer d.semMu.Unlock()
+	if d.sems == nil {
+		d.sems = map[string]chan struct{}{}
+	}
+	sem, ok := d.sems[lock]
+	if !ok {
+		sem = make(chan struct{}, 1)
+		d.sems[lock] = sem
+	}
+	return sem
+}
+
 // View runs fn in a REPEATABLE READ READ ONLY transaction.
 func (d *driver) View(ctx context.Context, fn func(store.DriverTx) error) error {
 	return d.run(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
@@ -229,6 +287,11 @@ func (d *driver) run(ctx context.Context, o pgx.TxOptions, fn func(store.DriverT
 	if err != nil {
 		return d.mapErr(err)
 	}
+	return d.finish(ctx, ptx, fn)
+}
+
+// finish runs fn in the begun transaction ptx and commits it, or rolls it back.
+func (d *driver) finish(ctx context.Context, ptx pgx.Tx, fn func(store.DriverTx) error) error {
 	t := &tx{ctx: ctx, t: ptx, d: d}
 	if err := fn(t); err != nil {
 		_ = ptx.Rollback(context.WithoutCancel(ctx))

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -292,6 +293,42 @@ func Run(t *testing.T, open Opener) {
 			t.Fatalf("after expiry a scan sees %v, want [kept]", ids)
 		}
 	})
+	t.Run("serial-update", func(t *testing.T) {
+		s := open(t, t.TempDir())
+		defer s.Close()
+		var wg sync.WaitGroup
+		errs := make(chan error, 4)
+		for w := 0; w < 4; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < 10; i++ {
+					err := s.UpdateSerial(ctx, "n", func(tx *store.Tx) error {
+						v, err := items.Get(tx, "n")
+						if err != nil && !errors.Is(err, store.ErrNotFound) {
+							return err
+						}
+						v.Count++
+						return items.Put(tx, "n", v)
+					})
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		var got item
+		must(t, s.View(ctx, func(tx *store.Tx) (err error) { got, err = items.Get(tx, "n"); return }))
+		if got.Count != 40 {
+			t.Fatalf("serial updates: %d, want 40", got.Count)
+		}
+	})
 	t.Run("notify-on-commit-only", func(t *testing.T) {
 		s := open(t, t.TempDir())
 		defer s.Close()
@@ -465,6 +502,78 @@ func RunShared(t *testing.T, open PairOpener) {
 			if won != 1 {
 				t.Fatalf("round %d: %d inserts of one id succeeded", round, won)
 			}
+		}
+	})
+	t.Run("serial-updates-across-processes", func(t *testing.T) {
+		a, b := open(t)
+		defer a.Close()
+		defer b.Close()
+		must(t, a.Update(ctx, func(tx *store.Tx) error { return items.Put(tx, "q", item{}) }))
+		var wg sync.WaitGroup
+		errs := make(chan error, 8)
+		for w := 0; w < 8; w++ {
+			s := a
+			if w%2 == 1 {
+				s = b
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < 20; i++ {
+					if err := s.UpdateSerial(ctx, "q", func(tx *store.Tx) error {
+						v, err := items.Get(tx, "q")
+						if err != nil {
+							return err
+						}
+						v.Count++
+						return items.Put(tx, "q", v)
+					}); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		var got item
+		must(t, b.View(ctx, func(tx *store.Tx) (err error) { got, err = items.Get(tx, "q"); return }))
+		if got.Count != 160 {
+			t.Fatalf("serial updates lost %d of 160", 160-got.Count)
+		}
+		// A callback's error rolls back and releases the lock for the next one.
+		boom := errors.New("boom")
+		if err := a.UpdateSerial(ctx, "q", func(tx *store.Tx) error { return boom }); !errors.Is(err, boom) {
+			t.Fatal(err)
+		}
+		must(t, b.UpdateSerial(ctx, "q", func(tx *store.Tx) error { return nil }))
+		// A waiter whose context ends gives up, in the holder's process and in the other one,
+		// and leaves the lock usable once the holder is done.
+		held, release := make(chan struct{}), make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			done <- a.UpdateSerial(ctx, "q", func(tx *store.Tx) error {
+				close(held)
+				<-release
+				return nil
+			})
+		}()
+		<-held
+		for _, s := range []*store.Store{a, b} {
+			wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+			err := s.UpdateSerial(wctx, "q", func(tx *store.Tx) error { return errors.New("ran while the lock was held") })
+			cancel()
+			if err == nil || !errors.Is(err, context.DeadlineExceeded) && !strings.Contains(err.Error(), "cancel") {
+				t.Fatalf("a waiter past its deadline: %v", err)
+			}
+		}
+		close(release)
+		must(t, <-done)
+		for _, s := range []*store.Store{a, b} {
+			must(t, s.UpdateSerial(ctx, "q", func(tx *store.Tx) error { return nil }))
 		}
 	})
 	t.Run("lease-is-exclusive", func(t *testing.T) {
