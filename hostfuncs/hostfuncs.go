@@ -13,15 +13,14 @@
 package hostfuncs
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"sync"
-	"unicode/utf8"
 
+	"github.com/pixie-dev/pixie/internal/clip"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/sdk/abi"
 )
@@ -67,8 +66,8 @@ type Limits struct {
 // Defaults.
 const (
 	DefaultMaxHostCalls = 200
-	DefaultMaxLogLine   = 4 * 1024
-	DefaultMaxLogLines  = 100
+	DefaultMaxLogLine   = abi.MaxLogLine
+	DefaultMaxLogLines  = abi.MaxLogLines
 )
 
 func (l Limits) withDefaults() Limits {
@@ -196,7 +195,7 @@ func askFunc(ctx context.Context, mem Memory, stack []uint64) {
 	r.enter(abi.FnAsk)
 	stack[0] = r.serve(ctx, mem, abi.FnAsk, stack[0], func(raw []byte) (any, error) {
 		var req abi.AskRequest
-		if err := decodeStrict(raw, &req); err != nil {
+		if err := abi.DecodeStrict(raw, &req); err != nil {
 			return nil, errs.Wrap(errs.Invalid, err, "malformed ask request: %v", err)
 		}
 		if strings.TrimSpace(req.Instruction) == "" {
@@ -214,7 +213,7 @@ func judgeFunc(ctx context.Context, mem Memory, stack []uint64) {
 	r.enter(abi.FnJudge)
 	stack[0] = r.serve(ctx, mem, abi.FnJudge, stack[0], func(raw []byte) (any, error) {
 		var req abi.JudgeRequest
-		if err := decodeStrict(raw, &req); err != nil {
+		if err := abi.DecodeStrict(raw, &req); err != nil {
 			return nil, errs.Wrap(errs.Invalid, err, "malformed judge request: %v", err)
 		}
 		if len(req.Questions) == 0 {
@@ -293,11 +292,11 @@ func logFunc(ctx context.Context, mem Memory, stack []uint64) {
 		panic(fmt.Errorf("%s: read request: %w", abi.FnLog, err))
 	}
 	var req abi.LogRequest
-	if err := decodeStrict(raw, &req); err != nil {
+	if err := abi.DecodeStrict(raw, &req); err != nil {
 		r.helper.Log("warn", "pixie_log: a malformed line was dropped")
 		return
 	}
-	r.helper.Log(LogLevel(req.Level), truncate(req.Message, r.lim.MaxLogLine))
+	r.helper.Log(LogLevel(req.Level), clip.BytesWithin(req.Message, r.lim.MaxLogLine, truncMark))
 }
 
 func petContextFunc(ctx context.Context, mem Memory, stack []uint64) {
@@ -357,33 +356,8 @@ func LogLevel(level string) string {
 	return "info"
 }
 
+// truncMark ends a log message cut to Limits.MaxLogLine (the mark counts within the limit).
 const truncMark = "…[truncated]"
-
-func truncate(s string, max int) string {
-	if len(s) <= max {
-		return s
-	}
-	cut := max - len(truncMark)
-	if cut < 0 {
-		cut = 0
-	}
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + truncMark
-}
-
-func decodeStrict(raw []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if dec.More() {
-		return errors.New("trailing data after the JSON value")
-	}
-	return nil
-}
 
 // ABIError turns a Helper error into the error shape guests and HTTP clients see: the errs
 // code and its client-safe message; a deadline is "timeout"; anything uncoded is "internal"

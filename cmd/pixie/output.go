@@ -10,8 +10,8 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
-	"unicode/utf8"
 
+	"github.com/pixie-dev/pixie/internal/clip"
 	"github.com/pixie-dev/pixie/internal/errs"
 )
 
@@ -46,12 +46,7 @@ func orDash(s string) string {
 
 // oneLine shows text on one line, cut to n code points.
 func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
+	return clip.RunesWithin(clip.OneLine(s), n, "…")
 }
 
 // printError prints err once as "pixie: …" and returns the exit code 1. When the error carries

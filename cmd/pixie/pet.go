@@ -16,6 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/pixie-dev/pixie/internal/clip"
 	"github.com/pixie-dev/pixie/internal/config"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/model"
@@ -438,10 +439,7 @@ func (p petCLI) printTask(tv pet.TaskView) {
 
 func petClip(s string) string {
 	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
-	if len(s) > 100 {
-		s = s[:100] + "…"
-	}
-	return s
+	return clip.BytesMark(s, 100, "…")
 }
 
 func petAbs(p string) string {

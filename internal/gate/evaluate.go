@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/pixie-dev/pixie/internal/clip"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/model"
 	"github.com/pixie-dev/pixie/runtime"
@@ -494,9 +495,5 @@ func stderrTail(stderr string) string {
 	if len(s) <= maxStderrDetail {
 		return s
 	}
-	cut := len(s) - maxStderrDetail
-	for cut < len(s) && s[cut]&0xC0 == 0x80 {
-		cut++
-	}
-	return "…" + s[cut:]
+	return "…" + clip.Tail(s, maxStderrDetail)
 }

@@ -171,8 +171,8 @@ func (m *exampleModel) lastTask() string {
 	return m.tasks[len(m.tasks)-1]
 }
 
-// TestExampleScripts runs the five example scripts of the spec, unchanged (testdata/scripts is
-// copied verbatim), through the real bash executor with the real pixie binary first on PATH,
+// TestExampleScripts runs the five example scripts of the spec, unchanged (each is copied
+// verbatim from its guest's folder, guests/<name>/<name>.sh, where its WASM twin lives), through the real bash executor with the real pixie binary first on PATH,
 // the helper answered by the server's helper routes, the decision engine's llm engine and a
 // test model server that speaks the OpenAI wire format.
 func TestExampleScripts(t *testing.T) {
@@ -203,11 +203,15 @@ func TestExampleScripts(t *testing.T) {
 	t.Cleanup(func() { ex.Close() })
 	home := t.TempDir()
 	scripts := filepath.Join(home, "commands")
-	if err := os.CopyFS(scripts, os.DirFS("testdata/scripts")); err != nil {
+	if err := os.MkdirAll(scripts, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range []string{"only-search-tools.sh", "measure-subtitle.sh", "translate-check.sh", "claim-check.sh", "list-changed-files.sh"} {
-		if err := os.Chmod(filepath.Join(scripts, n), 0o755); err != nil {
+	for _, n := range []string{"only-search-tools", "measure-subtitle", "translate-check", "claim-check", "list-changed-files"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", "guests", n, n+".sh"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(scripts, n+".sh"), b, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}

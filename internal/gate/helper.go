@@ -1,7 +1,6 @@
 package gate
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -19,12 +18,6 @@ import (
 	"github.com/pixie-dev/pixie/internal/model"
 	"github.com/pixie-dev/pixie/runtime"
 	"github.com/pixie-dev/pixie/sdk/abi"
-)
-
-// Log caps of a run.
-const (
-	maxLogLines   = 100
-	maxLogMessage = 2048
 )
 
 // tokenRegistry holds the helper tokens of the runs in progress. Tokens are looked up by
@@ -218,10 +211,10 @@ func (h *helperRun) Judge(ctx context.Context, req abi.JudgeRequest) (abi.JudgeR
 func (h *helperRun) Log(level, message string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.ended || len(h.logs) >= maxLogLines {
+	if h.ended || len(h.logs) >= abi.MaxLogLines {
 		return
 	}
-	h.logs = append(h.logs, LogLine{Level: level, Message: capText(message, maxLogMessage)})
+	h.logs = append(h.logs, LogLine{Level: level, Message: capText(message, abi.MaxLogRecorded)})
 }
 
 const askSystemPrompt = `You are Pixie, a helper called from a gate script in a coding agent's workflow. Follow the instruction exactly. Answer with the result only: no preamble, no explanation, no code fences unless the instruction asks for them.`
@@ -359,14 +352,14 @@ func (s *Service) helperFor(token string) (*helperRun, error) {
 	return h, nil
 }
 
+// decodeStrict decodes a helper request as abi.DecodeStrict does, its errors coded invalid.
 func decodeStrict(body []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return errs.Wrap(errs.Invalid, err, "the request is not valid JSON for this call: %v", err)
-	}
-	if dec.More() {
+	err := abi.DecodeStrict(body, v)
+	switch {
+	case errors.Is(err, abi.ErrTrailingData):
 		return errs.New(errs.Invalid, "the request has data after its JSON object")
+	case err != nil:
+		return errs.Wrap(errs.Invalid, err, "the request is not valid JSON for this call: %v", err)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pixie-dev/pixie/internal/clip"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/store"
 	"github.com/pixie-dev/pixie/runtime"
@@ -139,15 +140,9 @@ func newRunID() string {
 	return "run_" + hex.EncodeToString(b[:])
 }
 
+// capText is s cut to n bytes for a record, marked when cut.
 func capText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && cut < len(s) && s[cut]&0xC0 == 0x80 {
-		cut--
-	}
-	return s[:cut] + "\n[… truncated]"
+	return clip.BytesMark(s, n, "\n[… truncated]")
 }
 
 func redoKey(session string, turn int, gate string) string {

@@ -59,6 +59,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/pixie-dev/pixie/internal/clip"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/hint/locale"
 	"github.com/pixie-dev/pixie/internal/store"
@@ -409,7 +410,7 @@ func (q *Queue) cleanText(text string) (string, error) {
 	if !hasVisible(text) {
 		return "", errs.New(errs.Invalid, "%s", q.msg.ErrBlank)
 	}
-	return truncate(text, q.cfg.MaxContentChars), nil
+	return clip.Runes(text, q.cfg.MaxContentChars), nil
 }
 
 // terminalEscapes are ANSI control sequences (CSI, as ESC [ or the 8-bit CSI, and OSC ended by
@@ -433,21 +434,6 @@ func hasVisible(s string) bool {
 		}
 	}
 	return false
-}
-
-// truncate cuts s to at most n code points.
-func truncate(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	i := 0
-	for j := range s {
-		if i == n {
-			return s[:j]
-		}
-		i++
-	}
-	return s
 }
 
 // TurnStart records that session is running a turn.

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/pixie-dev/pixie/internal/clip"
 	"github.com/pixie-dev/pixie/internal/hint/locale"
 )
 
@@ -24,7 +25,7 @@ func render(m locale.Messages, hs []Hint) string {
 	for i, h := range hs {
 		num := strconv.Itoa(i+1) + ". "
 		text := h.Text
-		if cut := truncate(text, DisplayChars); cut != text {
+		if cut := clip.Runes(text, DisplayChars); cut != text {
 			text = cut + m.Ellipsis
 		}
 		b.WriteByte('\n')

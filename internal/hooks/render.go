@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"unicode/utf16"
 
+	"github.com/pixie-dev/pixie/internal/clip"
 	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
@@ -301,31 +301,9 @@ func (o Output) Marshal() []byte {
 	return raw
 }
 
-// utf16Len is the length of s in UTF-16 code units.
-func utf16Len(s string) int {
-	n := 0
-	for _, r := range s { // range yields only valid runes (invalid bytes as U+FFFD)
-		n += utf16.RuneLen(r)
-	}
-	return n
-}
-
 // capString cuts s to MaxStringLen UTF-16 code units, ending it with a marker when cut.
 func capString(s string) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	if utf16Len(s) <= MaxStringLen {
-		return s
-	}
-	budget := MaxStringLen - utf16Len(truncMarker)
-	n := 0
-	for i, r := range s {
-		w := utf16.RuneLen(r)
-		if n+w > budget {
-			return s[:i] + truncMarker
-		}
-		n += w
-	}
-	return s
+	return clip.UTF16Within(strings.ToValidUTF8(s, "\uFFFD"), MaxStringLen, truncMarker)
 }
 
 // stringJSON is s as a JSON string.

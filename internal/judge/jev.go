@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pixie-dev/pixie/internal/clip"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/sdk/abi"
 )
@@ -298,7 +299,7 @@ func jevErrorDetail(body []byte) string {
 			}
 		}
 	}
-	return clipText(out, 500)
+	return clip.BytesMark(out, 500, "…")
 }
 
 // transportError maps a failed round trip: the time limit (or the caller's deadline) →
@@ -312,6 +313,6 @@ func (c *jevClient) transportError(parent, callCtx context.Context, key string, 
 	case errors.Is(callCtx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()):
 		return errs.Wrap(errs.Timeout, context.DeadlineExceeded, "Jev request timed out (limit %s)", c.timeout)
 	default:
-		return errs.Wrap(errs.Upstream, errors.New(msg), "Jev request failed: %s", clipText(msg, 300))
+		return errs.Wrap(errs.Upstream, errors.New(msg), "Jev request failed: %s", clip.BytesMark(msg, 300, "…"))
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/pixie-dev/pixie/internal/clip"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/model"
 	"github.com/pixie-dev/pixie/sdk/abi"
@@ -326,7 +327,7 @@ func parseJSONAnswer(text string, q abi.Question) ([]float64, error) {
 			}
 		}
 		if !ok {
-			return nil, fmt.Errorf("unknown answer %q (valid: %s)", clipText(k, 40), strings.Join(answerTokens(q), ", "))
+			return nil, fmt.Errorf("unknown answer %q (valid: %s)", clip.BytesMark(k, 40, "…"), strings.Join(answerTokens(q), ", "))
 		}
 		var v float64
 		if err := json.Unmarshal(raw, &v); err != nil {
@@ -342,13 +343,6 @@ func parseJSONAnswer(text string, q abi.Question) ([]float64, error) {
 		return nil, fmt.Errorf("all probabilities are zero")
 	}
 	return weights, nil
-}
-
-func clipText(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // questionPrompt is the user message for one question. The state is fenced as data; the

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/pixie-dev/pixie/internal/clip"
 )
 
 // Options configure a run.
@@ -288,11 +290,7 @@ func (rep *Report) Print(w io.Writer) {
 }
 
 func oneLine(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > 600 {
-		s = s[:600] + "…"
-	}
-	return s
+	return clip.BytesMark(clip.OneLine(s), 600, "…")
 }
 
 func orAll(s string) string {

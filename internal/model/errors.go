@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pixie-dev/pixie/internal/clip"
 	"github.com/pixie-dev/pixie/internal/errs"
 )
 
@@ -65,7 +66,7 @@ func fail(sentinel error, status int, key, msg, detail string) error {
 // statusFailure classifies an HTTP error status from a provider. providerMsg is the message
 // the provider put in its error body (may be empty).
 func statusFailure(provider string, status int, key, providerMsg string) error {
-	providerMsg = clip(strings.TrimSpace(providerMsg), 300)
+	providerMsg = clip.BytesMark(strings.TrimSpace(providerMsg), 300, "…")
 	suffix := ""
 	if providerMsg != "" {
 		suffix = ": " + providerMsg
@@ -110,7 +111,7 @@ func transportFailure(ctx context.Context, parent context.Context, provider stri
 	var oe *net.OpError
 	if errors.As(err, &oe) || strings.Contains(err.Error(), "connection refused") || strings.Contains(err.Error(), "no such host") {
 		return errs.Wrap(errs.Unavailable, &callError{sentinel: ErrBadResponse, detail: redact(err.Error(), key)},
-			"model endpoint unreachable (%s): %s", provider, clip(redact(err.Error(), key), 300))
+			"model endpoint unreachable (%s): %s", provider, clip.BytesMark(redact(err.Error(), key), 300, "…"))
 	}
 	return fail(ErrBadResponse, 0, key, fmt.Sprintf("model gave an undecodable response (%s)", provider), err.Error())
 }
@@ -121,15 +122,4 @@ func redact(s, key string) string {
 		return s
 	}
 	return strings.ReplaceAll(s, key, "[redacted]")
-}
-
-// clip shortens s to at most n bytes (on a rune boundary).
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && (s[n]&0xC0) == 0x80 {
-		n--
-	}
-	return s[:n] + "…"
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/pixie-dev/pixie/internal/clip"
 )
 
 // openaiModel talks to any OpenAI-compatible chat completions endpoint through the official
@@ -90,7 +91,7 @@ func (m *openaiModel) Complete(ctx context.Context, req Request) (Response, erro
 	}
 	if out.Text == "" && len(out.Logprobs) == 0 {
 		if choice.Message.Refusal != "" {
-			return Response{}, fail(ErrBadResponse, 0, m.cfg.APIKey, "model refused (openai): "+clip(choice.Message.Refusal, 300), "refusal")
+			return Response{}, fail(ErrBadResponse, 0, m.cfg.APIKey, "model refused (openai): "+clip.BytesMark(choice.Message.Refusal, 300, "…"), "refusal")
 		}
 		return Response{}, fail(ErrBadResponse, 0, m.cfg.APIKey, "model returned an empty answer (openai)", "empty content")
 	}

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
+	"github.com/pixie-dev/pixie/internal/clip"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/gate"
 	"github.com/pixie-dev/pixie/internal/model"
@@ -27,7 +27,7 @@ const (
 	maxStderrKept     = 8 << 10
 	maxHistoryOutput  = 8 << 10
 	maxHistoryTotal   = 64 << 10
-	maxLogLines       = 100
+	maxLogLines       = abi.MaxLogLines
 	maxOutputRecorded = abi.MaxOutputSize
 )
 
@@ -335,8 +335,8 @@ func (s *Service) finish(run *Run, out outcome, red redactor) {
 	run.ExitCode = out.exitCode
 	// Redact before cutting, so no part of a value survives at a cut.
 	stderr := red.clean(out.stderr)
-	run.Output = clipBytes(red.clean(out.output), maxOutputRecorded)
-	run.Stderr = strings.TrimRight(tailBytes(stderr, maxStderrKept), "\r\n")
+	run.Output = clip.Bytes(red.clean(out.output), maxOutputRecorded)
+	run.Stderr = strings.TrimRight(clip.Tail(stderr, maxStderrKept), "\r\n")
 	for _, l := range out.logs {
 		run.Logs = append(run.Logs, red.clean(l))
 	}
@@ -535,7 +535,7 @@ func (s *Service) history(ctx context.Context, taskID string, seq int) ([]Histor
 			}
 			last = s.settled(last)
 			h := HistoryEntry{InvocationID: id, Seq: inv.Seq, Skill: inv.Skill, Title: snap.Title,
-				CapturedAt: snap.CapturedAt, Status: last.Status, Output: clipBytes(last.Output, maxHistoryOutput)}
+				CapturedAt: snap.CapturedAt, Status: last.Status, Output: clip.Bytes(last.Output, maxHistoryOutput)}
 			if last.Error != nil {
 				h.Error = last.Error.Message
 			}
@@ -606,31 +606,8 @@ func (h *petHelper) result() []string {
 	return append([]string(nil), h.logs...)
 }
 
-// clipBytes cuts s to at most n bytes on a rune boundary.
-func clipBytes(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
-
-// tailBytes keeps the last n bytes of s, on a rune boundary.
-func tailBytes(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	i := len(s) - n
-	for i < len(s) && !utf8.RuneStart(s[i]) {
-		i++
-	}
-	return s[i:]
-}
-
 // lastLine returns the last non-empty line of s, clipped.
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return clipBytes(strings.TrimSpace(lines[len(lines)-1]), 300)
+	return clip.Bytes(strings.TrimSpace(lines[len(lines)-1]), 300)
 }

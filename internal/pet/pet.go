@@ -67,6 +67,7 @@ import (
 
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/gate"
+	"github.com/pixie-dev/pixie/internal/keylock"
 	"github.com/pixie-dev/pixie/internal/model"
 	"github.com/pixie-dev/pixie/internal/scratch"
 	"github.com/pixie-dev/pixie/internal/store"
@@ -204,7 +205,7 @@ type Service struct {
 	// skillMu serialises changes to Skills together with their projection entries.
 	skillMu sync.Mutex
 	// scopes serialises the Invocations of one scope (the Task's executor session).
-	scopes keyedMutex
+	scopes keylock.Mutex
 
 	builtinMu sync.RWMutex
 	builtins  []BuiltinAction
@@ -227,8 +228,7 @@ func New(st *store.Store, exec runtime.Executor, m model.Model, cfg Config) (*Se
 	if st.Shared() {
 		boot = st.Instance() // the replica's id, which Config.Alive knows
 	}
-	return &Service{st: st, exec: exec, model: m, cfg: cfg, log: cfg.Logger, boot: boot,
-		scopes: keyedMutex{m: map[string]chan struct{}{}}}, nil
+	return &Service{st: st, exec: exec, model: m, cfg: cfg, log: cfg.Logger, boot: boot}, nil
 }
 
 // Paths are the Pet directories.
@@ -258,35 +258,4 @@ func randHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
-}
-
-// keyedMutex is a set of context-aware mutexes by key.
-type keyedMutex struct {
-	mu sync.Mutex
-	m  map[string]chan struct{}
-}
-
-// lock waits for key's turn; the returned func releases it.
-func (k *keyedMutex) lock(ctx context.Context, key string) (func(), error) {
-	for {
-		k.mu.Lock()
-		ch, busy := k.m[key]
-		if !busy {
-			ch = make(chan struct{})
-			k.m[key] = ch
-			k.mu.Unlock()
-			return func() {
-				k.mu.Lock()
-				delete(k.m, key)
-				k.mu.Unlock()
-				close(ch)
-			}, nil
-		}
-		k.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return nil, errs.Wrap(errs.Timeout, ctx.Err(), "gave up waiting for the earlier invocation of this scope to finish")
-		}
-	}
 }

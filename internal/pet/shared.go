@@ -28,9 +28,12 @@ var errScopeBusy = errors.New("pet: scope busy")
 // lockScope serialises the Invocations of scope: in this process, and over a shared store in
 // every replica.
 func (s *Service) lockScope(ctx context.Context, scope string) (func(), error) {
-	unlock, err := s.scopes.lock(ctx, scope)
-	if err != nil || !s.st.Shared() {
-		return unlock, err
+	unlock, err := s.scopes.Lock(ctx, scope)
+	if err != nil {
+		return nil, errs.Wrap(errs.Timeout, err, "gave up waiting for the earlier invocation of this scope to finish")
+	}
+	if !s.st.Shared() {
+		return unlock, nil
 	}
 	holder := s.boot + "/" + randHex(6)
 	ttl := s.cfg.RunTimeout + 30*time.Second

@@ -643,14 +643,3 @@ func fmtDuration(d time.Duration) string {
 	}
 	return d.String()
 }
-
-// clip shortens s to at most n bytes on a rune boundary.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && (s[n]&0xC0) == 0x80 {
-		n--
-	}
-	return s[:n] + "…"
-}

@@ -37,6 +37,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pixie-dev/pixie/internal/clip"
 	"github.com/pixie-dev/pixie/internal/config"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/judge"
@@ -675,7 +676,7 @@ func (s *Service) TestModel(ctx context.Context, draft *ModelInput) (TestResult,
 	if resp.Model != "" {
 		res.Model = resp.Model
 	}
-	res.Reply = clip(strings.TrimSpace(resp.Text), 200)
+	res.Reply = clip.BytesMark(strings.TrimSpace(resp.Text), 200, "…")
 	s.log.Info("settings: model connection test", "provider", info.Provider, "model", res.Model, "ms", res.LatencyMs)
 	return res, nil
 }

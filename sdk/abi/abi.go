@@ -9,7 +9,11 @@
 // nothing of the server's. The ABI is documented for guest authors in docs/abi.md.
 package abi
 
-import "encoding/json"
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+)
 
 // Namespace is the Wasm import module of Pixie's host functions.
 const Namespace = "extism:host/user"
@@ -73,7 +77,34 @@ const (
 	MaxHelperCalls       = 20         // ask + judge calls per run
 	MaxHelperRequestSize = 256 * 1024 // bytes per ask/judge request
 	MaxOutputSize        = 256 * 1024 // bytes of rule stdout
+
+	// MaxLogLines is how many log lines one run keeps (pixie_log, the helper's log route);
+	// one more line says that the rest were dropped.
+	MaxLogLines = 100
+	// MaxLogLine is the longest log message the host functions take from a guest, in bytes
+	// (hostfuncs' default; longer ones are cut at a rune boundary and marked).
+	MaxLogLine = 4 * 1024
+	// MaxLogRecorded is the longest log message a gate's run record keeps, in bytes.
+	MaxLogRecorded = 2048
 )
+
+// ErrTrailingData is the error of DecodeStrict when data follows the JSON value.
+var ErrTrailingData = errors.New("trailing data after the JSON value")
+
+// DecodeStrict decodes one JSON value of raw into v as the host reads every request that
+// crosses the guest boundary (ask, judge, log): a field v does not know is an error, and so is
+// anything after the value (ErrTrailingData).
+func DecodeStrict(raw []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return ErrTrailingData
+	}
+	return nil
+}
 
 // GateOutput is the five-field gate output, answered by the Pixie model or by a rule that exits
 // 11. Every field is optional; without a verdict the gate passes.

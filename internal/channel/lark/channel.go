@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/internal/keylock"
 	"github.com/pixie-dev/pixie/internal/store"
 )
 
@@ -55,7 +56,7 @@ type Channel struct {
 	ready map[string]chan struct{}
 
 	spool   *spool
-	locks   keyedMutex
+	locks   keylock.Mutex
 	members memberCache
 
 	// sh is the part for stores other replicas share (shared.go).
@@ -92,7 +93,6 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Channel, error) {
 		runs:       map[string]context.CancelFunc{},
 		activating: map[string]bool{},
 		ready:      map[string]chan struct{}{},
-		locks:      keyedMutex{m: map[string]chan struct{}{}},
 	}
 	c.members.m = map[string]memberEntry{}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
@@ -338,33 +338,11 @@ func (c *Channel) modelConfigured() bool {
 	return c.cfg.Model != nil && c.cfg.Model.Info().Configured
 }
 
-// keyedMutex is a set of context-aware mutexes by key.
-type keyedMutex struct {
-	mu sync.Mutex
-	m  map[string]chan struct{}
-}
-
-// lock waits for key's turn; the returned func releases it.
-func (k *keyedMutex) lock(ctx context.Context, key string) (func(), error) {
-	for {
-		k.mu.Lock()
-		ch, busy := k.m[key]
-		if !busy {
-			ch = make(chan struct{})
-			k.m[key] = ch
-			k.mu.Unlock()
-			return func() {
-				k.mu.Lock()
-				delete(k.m, key)
-				k.mu.Unlock()
-				close(ch)
-			}, nil
-		}
-		k.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return nil, errs.Wrap(errs.Timeout, ctx.Err(), "gave up waiting for an earlier request on the same session")
-		}
+// lock waits for key's turn among the channel's keyed locks; the returned func releases it.
+func (c *Channel) lock(ctx context.Context, key string) (func(), error) {
+	unlock, err := c.locks.Lock(ctx, key)
+	if err != nil {
+		return nil, errs.Wrap(errs.Timeout, err, "gave up waiting for an earlier request on the same session")
 	}
+	return unlock, nil
 }

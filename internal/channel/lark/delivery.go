@@ -7,6 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/pixie-dev/pixie/internal/clip"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/store"
 )
@@ -238,7 +239,7 @@ func (c *Channel) remember(tx *store.Tx, childID, q, a string, at time.Time) err
 	} else if err != nil {
 		return err
 	}
-	ch.History = append(ch.History, Turn{Question: clip(q, 4000), Answer: clip(a, 4000), At: at})
+	ch.History = append(ch.History, Turn{Question: clip.Runes(q, 4000), Answer: clip.Runes(a, 4000), At: at})
 	if n := len(ch.History) - c.cfg.HistoryTurns; n > 0 {
 		ch.History = append([]Turn(nil), ch.History[n:]...)
 	}
@@ -383,7 +384,7 @@ func (c *Channel) activate(ctx context.Context, d Delivery) {
 // sideLock serialises the Lark side effects of one Locus (reactions, spool) so that a
 // Delivery's settlement never overtakes its activation.
 func (c *Channel) sideLock(ctx context.Context, locusID string) (func(), error) {
-	return c.locks.lock(ctx, "locus:"+locusID)
+	return c.lock(ctx, "locus:"+locusID)
 }
 
 // FinishRequest ends the current Delivery: a reply body, or no reply with a reason.
@@ -666,11 +667,4 @@ func (c *Channel) goOutbound(f func(ctx context.Context)) {
 func (c *Channel) outboundFailed(call string, err error) {
 	c.met.outbound.WithLabelValues(call).Inc()
 	c.log.Warn("lark: call failed", "call", call, "err", describeErr(err))
-}
-
-func clip(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	return string([]rune(s)[:n])
 }

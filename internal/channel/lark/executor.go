@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pixie-dev/pixie/internal/clip"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/model"
 	"github.com/pixie-dev/pixie/internal/store"
@@ -93,7 +94,7 @@ func (c *Channel) runBuiltin(ctx context.Context, d Delivery, l Locus) {
 		return
 	}
 	text := strings.TrimSpace(resp.Text)
-	o := outcome{state: DeliveryDone, reply: clip(text, c.cfg.MaxReplyChars)}
+	o := outcome{state: DeliveryDone, reply: clip.Runes(text, c.cfg.MaxReplyChars)}
 	if text == "" {
 		o = outcome{state: DeliveryDone, noReply: "the model gave an empty answer"}
 	}

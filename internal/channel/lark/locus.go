@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pixie-dev/pixie/internal/clip"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/store"
 )
@@ -226,7 +227,7 @@ func (c *Channel) ArchiveLocus(ctx context.Context, id, reason string) (LocusVie
 	if reason = strings.TrimSpace(reason); reason == "" {
 		reason = "unbound"
 	}
-	reason = clip(reason, MaxReasonChars)
+	reason = clip.Runes(reason, MaxReasonChars)
 	// The current Delivery settles through the usual path (reply-free, failed reaction).
 	for attempt := 0; ; attempt++ {
 		if attempt == 50 {

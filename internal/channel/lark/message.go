@@ -5,9 +5,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	larkim "github.com/larksuite/oapi-sdk-go/v3/service/im/v1"
+	"github.com/pixie-dev/pixie/internal/clip"
 )
 
 // Chat types as Lark names them.
@@ -106,8 +106,8 @@ func parseMessage(ev *larkim.P2MessageReceiveV1Data, botOpenID string, maxChars,
 		return m, reasonMalformed
 	}
 	text = strings.TrimSpace(collapseSpaces(text))
-	if utf8.RuneCountInString(text) > maxChars {
-		text = string([]rune(text)[:maxChars])
+	if cut := clip.Runes(text, maxChars); cut != text {
+		text = cut
 		m.Truncated = true
 	}
 	if len(images) > maxImages {

@@ -72,7 +72,7 @@ func (c *Channel) OpenQAGroup(ctx context.Context, src QASource) (QAGroup, error
 	} else if !validOpenID(person) {
 		return QAGroup{}, errs.New(errs.Invalid, "openId must be a Lark open_id (ou_…)")
 	}
-	unlock, err := c.locks.lock(ctx, "qa:"+src.SessionID)
+	unlock, err := c.lock(ctx, "qa:"+src.SessionID)
 	if err != nil {
 		return QAGroup{}, err
 	}

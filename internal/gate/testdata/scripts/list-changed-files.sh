@@ -1,2 +1,0 @@
-#!/bin/bash
-git status --porcelain 2>/dev/null | head -50
