@@ -25,6 +25,7 @@ func (s *Server) mountGates(g *echo.Group) {
 	g.GET("/gates", s.gatesGet)
 	g.PUT("/gates", s.gatesPut)
 	g.GET("/gates/templates", s.gateTemplates)
+	g.GET("/gates/points", s.gatePoints)
 	g.GET("/gates/definitions/:name", s.gateGet)
 	g.PUT("/gates/definitions/:name", s.gatePut)
 	g.DELETE("/gates/definitions/:name", s.gateDelete)
@@ -75,6 +76,12 @@ func (s *Server) gatesPut(c echo.Context) error {
 
 func (s *Server) gateTemplates(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]any{"templates": gate.Templates()})
+}
+
+// gatePoints serves the point table (what each output field does at each point), so that
+// Studio and other clients render internal/gate's table instead of keeping a copy.
+func (s *Server) gatePoints(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]any{"points": gate.PointTable()})
 }
 
 func (s *Server) gateGet(c echo.Context) error {
