@@ -13,6 +13,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/pixie-dev/pixie/internal/gate"
 	"github.com/pixie-dev/pixie/internal/testutil"
 )
 
@@ -149,7 +150,7 @@ func TestStudioScreenshots(t *testing.T) {
 		// A toast covers neither Log out, the navigation nor an open hint panel.
 		Eval[bool](t, b, `(window.scrollTo(0, 0), true)`)
 		b.Run(t, "open the hints for the toast", click(chromedp.CSS("#hintbar button.pill")), chromedp.WaitVisible(chromedp.CSS("#hintbar .panel")))
-		Eval[bool](t, b, `(import('/ui/app.js').then((m) => m.toast('A toast long enough to wrap onto a second line in a narrow window.')), true)`)
+		Eval[bool](t, b, `(import('/ui/lib/dom.js').then((m) => m.toast('A toast long enough to wrap onto a second line in a narrow window.')), true)`)
 		waitFor(t, b, "the toast", `document.querySelector('#toasts .toast')`)
 		tr := rectOf(t, b, "#toasts .toast")
 		for _, css := range []string{"#logout", ".top nav", "#hintbar .panel"} {
@@ -251,10 +252,33 @@ func TestStudioModuleOnlyGate(t *testing.T) {
 	b.Run(t, "point turn-end", chromedp.SetValue(chromedp.CSS("[name=point]"), "turn-end"),
 		chromedp.Evaluate[chromedp.Void](`document.querySelector('[name=point]').dispatchEvent(new Event('change'))`))
 	waitFor(t, b, "the redo limit", `document.querySelector('[name=redoLimit]') && !document.querySelector('[name=confirmReplace]')`)
+	// The point list and the table under it are the server's point table (GET /v1/gates/points).
+	pointTableShown(t, b, "turn-end")
 	b.Run(t, "point user-message", chromedp.SetValue(chromedp.CSS("[name=point]"), "user-message"),
 		chromedp.Evaluate[chromedp.Void](`document.querySelector('[name=point]').dispatchEvent(new Event('change'))`))
 	waitFor(t, b, "the confirmation", `!document.querySelector('[name=redoLimit]') && document.querySelector('[name=confirmReplace]')`)
+	pointTableShown(t, b, "user-message")
 	noConsoleErrors(t, b)
+}
+
+// pointTableShown checks that the gate editor lists the points of internal/gate's table in its
+// order and words, and shows the table's row for point (stop, replacement, addition, note).
+func pointTableShown(t *testing.T, b *Browser, point string) {
+	t.Helper()
+	var labels []string
+	var row []string
+	for _, p := range gate.PointTable() {
+		labels = append(labels, p.Label)
+		if p.ID == point {
+			row = []string{p.Apply.Stop, p.Apply.Replacement, p.Apply.Addition, p.Apply.Note}
+		}
+	}
+	if got := Eval[[]string](t, b, `[...document.querySelectorAll('[name=point] option')].map((o) => o.textContent)`); strings.Join(got, "|") != strings.Join(labels, "|") {
+		t.Fatalf("the point list shows %q, want %q", got, labels)
+	}
+	if got := Eval[[]string](t, b, `[...document.querySelectorAll('.apply-table tbody td')].map((c) => c.textContent)`); strings.Join(got, "|") != strings.Join(row, "|") {
+		t.Fatalf("the table at %s shows %q, want %q", point, got, row)
+	}
 }
 
 // startOn starts `pixie serve` on a given address (a restart keeps the address the page uses).

@@ -1,5 +1,10 @@
-// Pixie Studio: the shell. It owns login, the router, the API client, error display and
-// toasts; each page is a module in pages/ exporting render(main, ui).
+// @ts-check
+// Pixie Studio: the shell. It owns login, the router and the connection banner; each page is a
+// module in pages/ exporting render(main, ui). Modules import one way: lib/ (the API client,
+// DOM building, the point table, shared blocks) imports only lib/; pages/ imports only lib/;
+// this shell imports both, and nothing imports the shell (server/ui_test.go checks it).
+import { api, ApiError, connect } from './lib/api.js';
+import { h, errorBox, fieldErrors, toast, uid } from './lib/dom.js';
 import { hintBar } from './pages/hints.js';
 
 const pages = {
@@ -10,74 +15,6 @@ const pages = {
   pet: () => import('./pages/pet.js'),
   'pet-settings': () => import('./pages/petsettings.js'),
 };
-
-// ApiError carries the server's {"error":{code,message,details}}.
-export class ApiError extends Error {
-  constructor(status, code, message, details) {
-    super(message);
-    this.status = status; this.code = code; this.details = details;
-  }
-}
-
-// api calls a route with the session cookie and returns the decoded JSON answer.
-export async function api(method, path, body, opts = {}) {
-  const init = { method, credentials: 'same-origin', headers: {} };
-  if (body instanceof FormData || body instanceof Blob || body instanceof ArrayBuffer) {
-    init.body = body;
-  } else if (body !== undefined) {
-    init.headers['Content-Type'] = 'application/json';
-    init.body = JSON.stringify(body);
-  }
-  let resp;
-  try {
-    resp = await fetch(path, init);
-  } catch (e) {
-    connection.lost();
-    throw new ApiError(0, 'network', `Cannot reach the Pixie server at ${location.origin}.`);
-  }
-  connection.ok(true);
-  const text = await resp.text();
-  let data = null;
-  try { data = text ? JSON.parse(text) : null; } catch { data = null; }
-  if (!resp.ok) {
-    const e = (data && data.error) || {};
-    if (resp.status === 401 && !opts.noLogin) showLogin();
-    throw new ApiError(resp.status, e.code || 'http_' + resp.status, e.message || resp.statusText, e.details);
-  }
-  return data;
-}
-
-// h builds an element: h('div', {class: 'x', onclick: f}, child, 'text', …). Text is always
-// inserted as text, never as HTML.
-export function h(tag, attrs, ...children) {
-  const el = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs || {})) {
-    if (v === undefined || v === null || v === false) continue;
-    if (k.startsWith('on') && typeof v === 'function') el.addEventListener(k.slice(2), v);
-    else if (k === 'class') el.className = v;
-    else if (k === 'value') el.value = v;
-    else if (k === 'checked') el.checked = !!v;
-    else el.setAttribute(k, v === true ? '' : String(v));
-  }
-  for (const c of children.flat(Infinity)) {
-    if (c === undefined || c === null || c === false) continue;
-    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
-  }
-  return el;
-}
-
-// errorBox shows an error where it happened: a role=alert paragraph.
-export function errorBox(err) {
-  return h('p', { class: 'error', role: 'alert' }, err && err.message ? err.message : String(err));
-}
-
-// fieldErrors maps a refusal's details ([{field, message}]) to fields: it returns a function
-// that gives the messages of one field, so a form can show each next to its input.
-export function fieldErrors(err) {
-  const list = (err && Array.isArray(err.details)) ? err.details : [];
-  return (field) => list.filter((d) => d.field === field || (d.field || '').startsWith(field + '.'))
-    .map((d) => h('p', { class: 'field-error', role: 'alert' }, d.message));
-}
 
 // connection watches whether the server answers. When a request cannot reach it (the server
 // stopped or restarted), a banner says so and /healthz is polled every 2 s; when the server
@@ -118,31 +55,18 @@ const connection = {
     if (!recovered) return;
     if (this.importFailed) { location.reload(); return; }
     toast('Connected to the Pixie server again.');
-    const view = document.querySelector('#main .view');
+    const view = /** @type {HTMLElement | null} */ (document.querySelector('#main .view'));
     if (!view || !view.childElementCount || view.querySelector('.error[role=alert]') || view.innerText.trim() === 'Loading…') route();
   },
 };
+
+connect({ lost: () => connection.lost(), ok: () => connection.ok(true), unauthorized: () => showLogin() });
 
 // A quiet heartbeat notices a server that went away while the page sits idle.
 setInterval(() => {
   if (connection.down || document.hidden) return;
   fetch('/healthz', { cache: 'no-store' }).catch(() => connection.lost());
 }, 10000);
-
-export function toast(text) {
-  const t = h('div', { class: 'toast' }, text);
-  const box = document.getElementById('toasts');
-  // Just under the header (or the top of the window once it scrolled away): never over Log out
-  // or the navigation, nor over the Pet and hint panels that open at the bottom.
-  const top = document.querySelector('#app .top');
-  box.style.top = Math.max(8, (top && !document.getElementById('app').hidden ? top.getBoundingClientRect().bottom : 0) + 8) + 'px';
-  box.append(t);
-  setTimeout(() => t.remove(), 4000);
-}
-
-let seq = 0;
-// uid returns a fresh id for label/input pairs.
-export function uid(prefix = 'f') { seq += 1; return `${prefix}-${seq}`; }
 
 function showLogin() {
   document.getElementById('app').hidden = true;
@@ -156,7 +80,7 @@ async function route() {
   const main = h('div', { class: 'view' });
   document.getElementById('main').replaceChildren(main);
   const name = (location.hash.replace(/^#\/?/, '').split(/[/?]/)[0]) || 'gates';
-  for (const a of document.querySelectorAll('[data-nav]')) {
+  for (const a of /** @type {NodeListOf<HTMLElement>} */ (document.querySelectorAll('[data-nav]'))) {
     if (a.dataset.nav === name) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
   }
   const load = pages[name] || pages.gates;
@@ -194,8 +118,8 @@ document.getElementById('login-form').addEventListener('submit', async (ev) => {
   const err = document.getElementById('login-error');
   err.hidden = true;
   try {
-    await api('POST', '/login', { token: document.getElementById('login-token').value.trim() }, { noLogin: true });
-    document.getElementById('login-token').value = '';
+    await api('POST', '/login', { token: /** @type {HTMLInputElement} */ (document.getElementById('login-token')).value.trim() }, { noLogin: true });
+    /** @type {HTMLInputElement} */ (document.getElementById('login-token')).value = '';
     await start();
   } catch (e) {
     err.textContent = e.status === 401 ? 'That token is not right.' : e.message;

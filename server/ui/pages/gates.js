@@ -1,12 +1,14 @@
+// @ts-check
 // Gates → Gate composition: a card per gate with its global switch, New gate from the
 // templates, and the editor (When, What Pixie does, Advanced options) with Try it on a sample.
 // Edits go to the shared draft (gatedraft.js); Save at the top sends the whole set, and every
 // save-time refusal is shown next to its field (and listed at the top with a link to it).
-import { h } from '../app.js';
-import * as draft from './gatedraft.js';
+import { h } from '../lib/dom.js';
+import * as draft from '../lib/gatedraft.js';
+import { loadPoints, points, pointLabel, pointApply } from '../lib/points.js';
 import {
-  POINTS, APPLY, pointLabel, pageHead, switchEl, field, select, busy, emptyState, actionBadge,
-  CONCLUDED, fmtUsage, dl, textBlock, replaceHash, fill, fmtMs } from './common.js';
+  pageHead, switchEl, field, select, busy, emptyState, actionBadge,
+  CONCLUDED, fmtUsage, dl, textBlock, replaceHash, fill, fmtMs } from '../lib/common.js';
 
 const BASE_VARS = ['target', 'point', 'agent', 'turn', 'session.id', 'gate.name', 'tool.name', 'tool.args'];
 
@@ -17,9 +19,13 @@ function hookName(name) {
   return i > 0 ? name.slice(0, i) : name;
 }
 
+/**
+ * @param {HTMLElement} main
+ * @param {import('../lib/ui.js').UI} ui
+ */
 export async function render(main, ui) {
   const { api } = ui;
-  await draft.load(api, true);
+  await Promise.all([draft.load(api, true), loadPoints(api)]);
   const edit = ui.params.get('edit');
   const tmpl = ui.params.get('new');
   if (edit !== null || tmpl !== null) return editor(main, ui, edit, tmpl);
@@ -91,7 +97,7 @@ function composition(main, ui) {
       picking ? picker() : null,
       st.draft.gates.length ? h('div', { class: 'grid gate-grid' }, st.draft.gates.map((g, i) => card(g, i))) :
         emptyState('No gates yet.', h('p', { class: 'muted' }, 'Press New gate and pick a template: each point has a representative one, and the blank gate is last.')));
-    if (picking) main.querySelector('.template-list button')?.focus();
+    if (picking) /** @type {HTMLElement} */ (main.querySelector('.template-list button'))?.focus();
   };
   const rerenderAsync = async () => {
     if (picking && !templates) {
@@ -111,7 +117,7 @@ function composition(main, ui) {
           type: 'button', 'data-template': t.id, 'aria-label': `Use the template ${t.title}`,
           onclick: () => { location.hash = '#/gates?new=' + encodeURIComponent(t.id); },
         }, 'Use')))));
-    sec.addEventListener('keydown', (ev) => { if (ev.key === 'Escape') { picking = false; rerender(); main.querySelector('[data-action=new-gate]')?.focus(); } });
+    sec.addEventListener('keydown', (ev) => { if (ev.key === 'Escape') { picking = false; rerender(); /** @type {HTMLElement} */ (main.querySelector('[data-action=new-gate]'))?.focus(); } });
     return sec;
   }
 
@@ -124,11 +130,11 @@ function composition(main, ui) {
     const drawActions = () => {
       fill(actions, ...(confirming ? [
         h('span', {}, `Delete ${g.name}?`),
-        h('button', { type: 'button', class: 'danger', onclick: () => { draft.change((d) => { d.gates.splice(i, 1); for (const p of d.presets) p.gates = p.gates.filter((a) => a.gate !== g.name); }); rerender(); main.querySelector('[data-action=save]')?.focus(); } }, 'Delete'),
+        h('button', { type: 'button', class: 'danger', onclick: () => { draft.change((d) => { d.gates.splice(i, 1); for (const p of d.presets) p.gates = p.gates.filter((a) => a.gate !== g.name); }); rerender(); /** @type {HTMLElement} */ (main.querySelector('[data-action=save]'))?.focus(); } }, 'Delete'),
         h('button', { type: 'button', class: 'secondary', onclick: () => { confirming = false; drawActions(); } }, 'Keep'),
       ] : [
         h('a', { class: 'button', href: '#/gates?edit=' + encodeURIComponent(g.name), 'aria-label': `Edit ${g.name}` }, 'Edit'),
-        h('button', { type: 'button', class: 'secondary', 'aria-label': `Delete ${g.name}`, onclick: () => { confirming = true; drawActions(); actions.querySelector('.danger').focus(); } }, 'Delete'),
+        h('button', { type: 'button', class: 'secondary', 'aria-label': `Delete ${g.name}`, onclick: () => { confirming = true; drawActions(); /** @type {HTMLElement} */ (actions.querySelector('.danger')).focus(); } }, 'Delete'),
       ]));
     };
     drawActions();
@@ -137,7 +143,7 @@ function composition(main, ui) {
         switchEl({ label: `${g.name} on everywhere`, hideLabel: true, checked: g.enabled, onchange: (on) => {
           draft.change((d) => { d.gates[i].enabled = on; });
           rerender();
-          main.querySelector(`[data-gate="${CSS.escape(g.name)}"] input[role=switch]`)?.focus();
+          /** @type {HTMLElement} */ (main.querySelector(`[data-gate="${CSS.escape(g.name)}"] input[role=switch]`))?.focus();
         } })),
       h('p', { class: 'when' }, h('span', { class: 'muted' }, 'When: '), pointLabel(g.point)),
       g.description ? h('p', { class: 'desc' }, g.description) : null,
@@ -252,7 +258,7 @@ function editor(main, ui, editName, templateId) {
   function form() {
     const name = input({ name: 'name', autocomplete: 'off', spellcheck: 'false' }, () => g.name, (v) => { g.name = v; });
     const desc = input({ name: 'description' }, () => g.description || '', (v) => { g.description = v; });
-    const point = select(POINTS.map((p) => [p.id, p.label]), g.point, { name: 'point' });
+    const point = select(points().map((p) => [p.id, p.label]), g.point, { name: 'point' });
     point.addEventListener('change', () => { g.point = point.value; if (!sample.target) sample.target = sampleFor(g.point); draw(); });
     const task = input({ tag: 'textarea', name: 'task', rows: Math.min(28, Math.max(10, (g.task || '').split('\n').length + 2)), class: 'task', spellcheck: 'false' }, () => g.task || '', (v) => { g.task = v; });
 
@@ -311,7 +317,7 @@ function editor(main, ui, editName, templateId) {
       g.point === 'user-message' || g.point === 'agent-message'
         ? check('Confirm before replacing', 'confirmReplace', 'Turns a replacement of the message into a suggestion.') : null);
 
-    const row = APPLY[g.point] || [];
+    const row = pointApply(g.point);
     return h('section', { class: 'card editor-form', 'aria-label': 'Gate' },
       h('div', { class: 'form-grid' },
         field('Name', name, { errors: errorsFor('.name'), help: 'Letters, digits, “.”, “_” and “-”.' }),
@@ -354,7 +360,7 @@ function editor(main, ui, editName, templateId) {
         tryError = e;
       }
       draw();
-      document.querySelector('[data-action=try]')?.focus();
+      /** @type {HTMLElement} */ (document.querySelector('[data-action=try]'))?.focus();
     }));
     if (tryError) fill(out, errorBox(tryError));
     else if (tryResult) fill(out, result(tryResult));

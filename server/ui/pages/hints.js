@@ -1,3 +1,4 @@
+// @ts-check
 // The hint bar (spec: hint.md): a round button docked bottom-right with a pending-count badge
 // and a pop-up panel: an input where Enter sends and Shift+Enter adds a newline, the pending
 // list with cancel, and the recently consumed hints. It follows the live SSE stream and falls
@@ -6,6 +7,10 @@
 // hint that moves from pending to consumed between two snapshots toasts too (the polling path
 // has no action frames); toasts are de-duplicated by action + hint id.
 
+/**
+ * @param {HTMLElement} root
+ * @param {import('../lib/ui.js').UI} ui
+ */
 export function hintBar(root, ui) {
   const { api, h, toast, uid } = ui;
   let snap = { revision: 0, pending: [], consumed: [] };
@@ -44,7 +49,7 @@ export function hintBar(root, ui) {
   button.addEventListener('click', () => setOpen(!open));
   // Edit and send (Records) puts a text into the composer for a session: the bar opens with it.
   window.addEventListener('pixie:compose', (ev) => {
-    const d = ev.detail || {};
+    const d = /** @type {CustomEvent} */ (ev).detail || {};
     input.value = d.text || '';
     session.value = d.sessionId || '';
     setOpen(true);

@@ -1,10 +1,11 @@
+// @ts-check
 // Pet: the task panel (#/pet: Tasks, their Invocations and Runs, retry and archive) and the
 // floating mascot shown on every page (petMascot): a draggable button that opens the wheel of
 // Skills and built-in actions. An unavailable entry is disabled and shows its reason; picking
 // an entry asks for the source, freezes it into a Snapshot at the moment of confirmation, and
 // runs the Invocation.
-import { h, uid } from '../app.js';
-import { pageHead, switchEl, busy, emptyState, fmtTime, fmtMs, dl, textBlock, fill, helperCalls } from './common.js';
+import { h, uid } from '../lib/dom.js';
+import { pageHead, switchEl, busy, emptyState, fmtTime, fmtMs, dl, textBlock, fill, helperCalls } from '../lib/common.js';
 
 const POS_KEY = 'pixie.pet.position';
 const HIDE_KEY = 'pixie.pet.hidden';
@@ -25,6 +26,10 @@ function petChanged() { window.dispatchEvent(new CustomEvent('pixie:pet-changed'
 
 // ---------------------------------------------------------------- the task panel (#/pet)
 
+/**
+ * @param {HTMLElement} main
+ * @param {import('../lib/ui.js').UI} ui
+ */
 export async function render(main, ui) {
   const { api, errorBox } = ui;
   let archived = ui.params.get('archived') === '1';
@@ -74,7 +79,7 @@ export async function render(main, ui) {
         try { await api('POST', `/v1/pet/tasks/${encodeURIComponent(t.id)}/archive`); ui.toast('Task archived.'); await loadList(); } catch (e) { arch.append(errorBox(e)); }
       }) }, 'Archive'),
       h('button', { type: 'button', class: 'secondary small', onclick: () => { confirming = false; drawArch(); } }, 'Keep'),
-    ] : [h('button', { type: 'button', class: 'secondary small', onclick: () => { confirming = true; drawArch(); arch.querySelector('.danger').focus(); } }, 'Archive task')]));
+    ] : [h('button', { type: 'button', class: 'secondary small', onclick: () => { confirming = true; drawArch(); /** @type {HTMLElement} */ (arch.querySelector('.danger')).focus(); } }, 'Archive task')]));
     drawArch();
     const invs = [...t.invocationList].reverse();
     fill(detailSec, 
@@ -128,6 +133,10 @@ export async function render(main, ui) {
 const RING_RADII = [82, 146, 210];
 const BTN = 66;
 
+/**
+ * @param {HTMLElement} root
+ * @param {import('../lib/ui.js').UI} ui
+ */
 export function petMascot(root, ui) {
   const { api, errorBox, toast } = ui;
   let open = false;
@@ -215,7 +224,7 @@ export function petMascot(root, ui) {
     if (channel === null) {
       try { channel = await api('GET', '/v1/channel/lark'); } catch { channel = false; }
     }
-    if (open) { draw(); panel.querySelector('.wheel-entry:not([aria-disabled=true]), .wheel-entry, a')?.focus(); }
+    if (open) { draw(); /** @type {HTMLElement} */ (panel.querySelector('.wheel-entry:not([aria-disabled=true]), .wheel-entry, a'))?.focus(); }
   }
 
   function hint() {
@@ -284,7 +293,7 @@ export function petMascot(root, ui) {
       b.addEventListener('click', () => {
         if (!e.available) { show(e); return; }
         chosen = e; step = 'confirm'; draw();
-        panel.querySelector('select, input, button')?.focus();
+        /** @type {HTMLElement} */ (panel.querySelector('select, input, button'))?.focus();
       });
       inner.append(b);
     }
@@ -340,7 +349,7 @@ export function petMascot(root, ui) {
           toast(`${chosen.label}: ${result.status}`);
         }
         step = 'result'; draw(); petChanged();
-        panel.querySelector('.pet-result a, .pet-result button')?.focus();
+        /** @type {HTMLElement} */ (panel.querySelector('.pet-result a, .pet-result button'))?.focus();
       } catch (e) { fill(err, errorBox(e)); }
     }));
     return h('div', { class: 'pet-confirm' },
@@ -370,9 +379,10 @@ export function petMascot(root, ui) {
 // each word fits on a line (labels wrap between words or after a hyphen, never inside a word)
 // and the label fits in three lines; a word still too long is shortened with "…" (the full
 // label stays the button's name and title, and shows in the detail line).
+/** @param {ParentNode} root */
 export function fitLabels(root) {
   const fits = (el) => el.scrollWidth <= el.clientWidth + 0.5 && el.scrollHeight <= el.clientHeight + 0.5;
-  for (const el of root.querySelectorAll('.entry-label')) {
+  for (const el of /** @type {NodeListOf<HTMLElement>} */ (root.querySelectorAll('.entry-label'))) {
     const full = el.dataset.full || el.textContent;
     el.dataset.full = full;
     el.textContent = full;

@@ -1,11 +1,12 @@
+// @ts-check
 // Pet settings, in six stable tabs: General (appearance and position, the model, the default
 // source), Skills (local import in two steps, enable, shortcut, removal, projection state),
 // Locus (the Lark entries: read-only display and lifecycle actions), Environment (DSH_PET_*
 // values, global and per workspace, always masked), Channel (the Lark bot binding, permitted
 // senders and pairing) and Diagnostics (paths, allowlist, drift, explicit rebuild, executors,
 // channel state).
-import { h } from '../app.js';
-import { pageHead, tabs, dl, field, busy, switchEl, emptyState, fmtTime, fmtBytes, statusLine, select, fill, rich } from './common.js';
+import { h } from '../lib/dom.js';
+import { pageHead, tabs, dl, field, busy, switchEl, emptyState, fmtTime, fmtBytes, statusLine, select, fill, rich } from '../lib/common.js';
 
 const TABS = [
   { id: 'general', label: 'General' },
@@ -34,6 +35,10 @@ function unavailable(e, what) {
   return h('p', { class: 'error', role: 'alert' }, e.message);
 }
 
+/**
+ * @param {HTMLElement} main
+ * @param {import('../lib/ui.js').UI} ui
+ */
 export async function render(main, ui) {
   let current = TABS.some((t) => t.id === ui.params.get('tab')) ? ui.params.get('tab') : 'general';
   const draw = (kb) => {
@@ -42,7 +47,7 @@ export async function render(main, ui) {
     const f = { general, skills, locus, environment, channel, diagnostics }[current];
     fill(t.panel, h('p', { class: 'muted' }, 'Loading…'));
     f(t.panel, ui).catch((e) => fill(t.panel, ui.errorBox(e)));
-    if (kb) main.querySelector(`[role=tab][data-tab=${current}]`).focus();
+    if (kb) /** @type {HTMLElement} */ (main.querySelector(`[role=tab][data-tab=${current}]`)).focus();
   };
   draw();
 }
@@ -97,7 +102,7 @@ async function skills(panel, ui) {
       if (!path.value.trim()) { importErr = { message: 'Give the absolute path of the Skill directory on the server’s machine.' }; drawImport(); path.focus(); return; }
       try { inspection = await api('POST', '/v1/pet/skills/inspect', { path: path.value.trim() }); } catch (e) { importErr = e; }
       drawImport();
-      (importSec.querySelector('[data-action=register]') || path).focus();
+      /** @type {HTMLElement} */ (importSec.querySelector('[data-action=register]') || path).focus();
     }));
     path.addEventListener('keydown', (ev) => { if (ev.key === 'Enter') { ev.preventDefault(); inspect.click(); } });
     const problems = importErr && Array.isArray(importErr.details) ? importErr.details : [];
@@ -122,7 +127,7 @@ async function skills(panel, ui) {
         ui.toast(`Registered ${v.name}.`);
         inspection = null; path.value = '';
         drawImport(); await loadList();
-        listSec.querySelector(`[data-skill="${CSS.escape(v.name)}"]`)?.focus();
+        /** @type {HTMLElement} */ (listSec.querySelector(`[data-skill="${CSS.escape(v.name)}"]`))?.focus();
       } catch (e) { fill(err, errorBox(e)); }
     }));
     const cancel = h('button', { type: 'button', class: 'secondary', onclick: () => { inspection = null; drawImport(); path.focus(); } }, 'Cancel');
@@ -152,7 +157,7 @@ async function skills(panel, ui) {
         const v = await api('PATCH', '/v1/pet/skills/' + encodeURIComponent(s.name), p);
         Object.assign(s, v);
         drawList();
-        listSec.querySelector(`[data-skill="${CSS.escape(s.name)}"] input[name=${'enabled' in p ? 'enabled' : 'shortcut'}]`)?.focus();
+        /** @type {HTMLElement} */ (listSec.querySelector(`[data-skill="${CSS.escape(s.name)}"] input[name=${'enabled' in p ? 'enabled' : 'shortcut'}]`))?.focus();
         window.dispatchEvent(new CustomEvent('pixie:pet-changed'));
       } catch (e) { fill(err, errorBox(e)); throw e; }
     };
@@ -161,7 +166,7 @@ async function skills(panel, ui) {
     const drawRm = () => fill(rm, ...(confirm ? [h('span', {}, 'Remove it? The directory is not touched.'),
       h('button', { type: 'button', class: 'danger small', onclick: async () => { try { await api('DELETE', '/v1/pet/skills/' + encodeURIComponent(s.name)); ui.toast(`Removed ${s.name}.`); await loadList(); } catch (e) { fill(err, errorBox(e)); } } }, 'Remove'),
       h('button', { type: 'button', class: 'secondary small', onclick: () => { confirm = false; drawRm(); } }, 'Keep')] :
-      [h('button', { type: 'button', class: 'link', 'aria-label': `Remove ${s.name}`, onclick: () => { confirm = true; drawRm(); rm.querySelector('.danger').focus(); } }, 'Remove')]));
+      [h('button', { type: 'button', class: 'link', 'aria-label': `Remove ${s.name}`, onclick: () => { confirm = true; drawRm(); /** @type {HTMLElement} */ (rm.querySelector('.danger')).focus(); } }, 'Remove')]));
     drawRm();
     return h('li', { class: 'card skill', 'data-skill': s.name, tabindex: '-1' },
       h('div', { class: 'row spread' },
@@ -355,7 +360,7 @@ async function diagnostics(panel, ui) {
     rebuild.addEventListener('click', () => busy(rebuild, async () => {
       try { report = await api('POST', '/v1/pet/projection/rebuild'); err = null; await load(); } catch (e) { err = e; }
       draw();
-      panel.querySelector('[data-action=rebuild]')?.focus();
+      /** @type {HTMLElement} */ (panel.querySelector('[data-action=rebuild]'))?.focus();
     }));
     const ex = d.executors || {};
     fill(panel, 

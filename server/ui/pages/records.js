@@ -1,10 +1,12 @@
+// @ts-check
 // Records: one session's gate runs, newest first, each with its detail (the applied action,
 // who concluded, the five output fields, the original and final text, notes, usage, helper
 // calls, the rule's run); Edit and send for a rejected input; and the session's per-session
 // gate switches ("Gates in this session").
-import { h } from '../app.js';
+import { h } from '../lib/dom.js';
+import { loadPoints, pointLabel } from '../lib/points.js';
 import {
-  pageHead, switchEl, field, busy, emptyState, pointLabel, fmtTime, fmtUsage, fmtMs, actionBadge, CONCLUDED, dl, textBlock, fill, helperCalls } from './common.js';
+  pageHead, switchEl, field, busy, emptyState, fmtTime, fmtUsage, fmtMs, actionBadge, CONCLUDED, dl, textBlock, fill, helperCalls } from '../lib/common.js';
 
 const RECENT_KEY = 'pixie.records.recent';
 
@@ -22,7 +24,12 @@ function link(session, run) {
   return s;
 }
 
+/**
+ * @param {HTMLElement} main
+ * @param {import('../lib/ui.js').UI} ui
+ */
 export async function render(main, ui) {
+  await loadPoints(ui.api);
   const session = (ui.params.get('session') || '').trim();
   const run = ui.params.get('run');
   const input = h('input', { name: 'session', value: session, placeholder: 'the agent host’s session id', autocomplete: 'off', spellcheck: 'false' });
@@ -112,7 +119,7 @@ async function list(main, ui, session) {
             const next = await api('PUT', `/v1/gates/sessions/${encodeURIComponent(session)}/switches/${encodeURIComponent(g.gate)}${q}`, { on });
             ui.toast(`${g.gate} is ${on ? 'on' : 'off'} in this session.`);
             drawSwitches(next);
-            switches.querySelector(`li[data-gate="${CSS.escape(g.gate)}"] input`)?.focus();
+            /** @type {HTMLElement} */ (switches.querySelector(`li[data-gate="${CSS.escape(g.gate)}"] input`))?.focus();
           } catch (e) { drawSwitches(sg, e); throw e; }
         } }),
         h('span', { class: 'muted' }, ` · ${pointLabel(g.point)}`)))) : null);

@@ -1,14 +1,20 @@
+// @ts-check
 // Gates → Scope: the script folder (with Refresh list), the presets with Add gate and their
 // per-preset switches, the gates in no preset at the bottom, and WASM module upload. Preset
 // changes go to the shared draft (gatedraft.js) and apply once saved; the script folder and
 // modules are saved at once by their own routes.
-import { h } from '../app.js';
-import * as draft from './gatedraft.js';
-import { pageHead, switchEl, field, select, busy, emptyState, pointLabel, fmtTime, fmtBytes, statusLine, dl, fill, rich } from './common.js';
+import { h } from '../lib/dom.js';
+import * as draft from '../lib/gatedraft.js';
+import { loadPoints, pointLabel } from '../lib/points.js';
+import { pageHead, switchEl, field, select, busy, emptyState, fmtTime, fmtBytes, statusLine, dl, fill, rich } from '../lib/common.js';
 
+/**
+ * @param {HTMLElement} main
+ * @param {import('../lib/ui.js').UI} ui
+ */
 export async function render(main, ui) {
   const { api, errorBox } = ui;
-  await draft.load(api, true);
+  await Promise.all([draft.load(api, true), loadPoints(api)]);
   let defaultPreset = null;
   try { const info = await api('GET', '/v1/info'); defaultPreset = info && info.hooks ? info.hooks.defaultPreset : null; } catch { /* the warning is optional */ }
   const folderSec = h('section', { class: 'card', 'aria-labelledby': 'folder-title' });
@@ -79,12 +85,12 @@ export async function render(main, ui) {
     const add = h('button', { type: 'button', class: 'secondary' }, 'New preset');
     const addPreset = () => {
       const n = newName.value.trim();
-      if (!n) { newPresetErr = 'A preset needs a name.'; drawPresets(); presetsSec.querySelector('[name=preset]').focus(); return; }
-      if (d.presets.some((p) => p.name === n)) { newPresetErr = `There is already a preset named ${n}.`; drawPresets(); presetsSec.querySelector('[name=preset]').focus(); return; }
+      if (!n) { newPresetErr = 'A preset needs a name.'; drawPresets(); /** @type {HTMLElement} */ (presetsSec.querySelector('[name=preset]')).focus(); return; }
+      if (d.presets.some((p) => p.name === n)) { newPresetErr = `There is already a preset named ${n}.`; drawPresets(); /** @type {HTMLElement} */ (presetsSec.querySelector('[name=preset]')).focus(); return; }
       newPresetErr = null;
       draft.change((x) => { x.presets.push({ name: n, gates: [] }); });
       drawHead(); drawPresets();
-      presetsSec.querySelector(`[data-preset="${CSS.escape(n)}"] select`)?.focus();
+      /** @type {HTMLElement} */ (presetsSec.querySelector(`[data-preset="${CSS.escape(n)}"] select`))?.focus();
     };
     add.addEventListener('click', addPreset);
     newName.addEventListener('keydown', (ev) => { if (ev.key === 'Enter') { ev.preventDefault(); addPreset(); } });
@@ -116,15 +122,15 @@ export async function render(main, ui) {
       const name = pick.value;
       draft.change((x) => { x.presets[i].gates.push({ gate: name, enabled: true }); });
       drawHead(); drawPresets();
-      presetsSec.querySelector(`[data-preset="${CSS.escape(p.name)}"] [name=add-gate]`)?.focus();
+      /** @type {HTMLElement} */ (presetsSec.querySelector(`[data-preset="${CSS.escape(p.name)}"] [name=add-gate]`))?.focus();
     });
     let confirm = false;
     const remove = h('div', { class: 'row' });
     const drawRemove = () => fill(remove, ...(confirm ? [
       h('span', {}, `Remove preset ${p.name}?`),
-      h('button', { type: 'button', class: 'danger small', onclick: () => { draft.change((x) => { x.presets.splice(i, 1); }); drawHead(); drawPresets(); presetsSec.querySelector('[name=preset]')?.focus(); } }, 'Remove'),
+      h('button', { type: 'button', class: 'danger small', onclick: () => { draft.change((x) => { x.presets.splice(i, 1); }); drawHead(); drawPresets(); /** @type {HTMLElement} */ (presetsSec.querySelector('[name=preset]'))?.focus(); } }, 'Remove'),
       h('button', { type: 'button', class: 'secondary small', onclick: () => { confirm = false; drawRemove(); } }, 'Keep'),
-    ] : [h('button', { type: 'button', class: 'link', 'aria-label': `Remove preset ${p.name}`, onclick: () => { confirm = true; drawRemove(); remove.querySelector('.danger').focus(); } }, 'Remove preset')]));
+    ] : [h('button', { type: 'button', class: 'link', 'aria-label': `Remove preset ${p.name}`, onclick: () => { confirm = true; drawRemove(); /** @type {HTMLElement} */ (remove.querySelector('.danger')).focus(); } }, 'Remove preset')]));
     drawRemove();
     return h('article', { class: 'card preset', 'data-preset': p.name, 'aria-label': `Preset ${p.name}` },
       h('div', { class: 'row spread' }, h('h3', { class: 'preset-name' }, p.name), remove),
@@ -136,11 +142,11 @@ export async function render(main, ui) {
           return h('tr', { 'data-gate': a.gate },
             h('td', {}, h('a', { href: '#/gates?edit=' + encodeURIComponent(a.gate) }, a.gate), g && !g.enabled ? h('span', { class: 'badge' }, 'Off everywhere') : null, errs(`.gates[${j}].gate`)),
             h('td', {}, g ? pointLabel(g.point) : h('span', { class: 'error' }, 'missing')),
-            h('td', {}, switchEl({ label: `${a.gate} in ${p.name}`, hideLabel: true, checked: a.enabled, onchange: (on) => { draft.change((x) => { x.presets[i].gates[j].enabled = on; }); drawHead(); drawPresets(); presetsSec.querySelector(`[data-preset="${CSS.escape(p.name)}"] tr[data-gate="${CSS.escape(a.gate)}"] input`)?.focus(); } }), errs(`.gates[${j}].enabled`)),
+            h('td', {}, switchEl({ label: `${a.gate} in ${p.name}`, hideLabel: true, checked: a.enabled, onchange: (on) => { draft.change((x) => { x.presets[i].gates[j].enabled = on; }); drawHead(); drawPresets(); /** @type {HTMLElement} */ (presetsSec.querySelector(`[data-preset="${CSS.escape(p.name)}"] tr[data-gate="${CSS.escape(a.gate)}"] input`))?.focus(); } }), errs(`.gates[${j}].enabled`)),
             h('td', { class: 'right' }, h('button', { type: 'button', class: 'link', 'aria-label': `Detach ${a.gate} from ${p.name}`, onclick: () => {
               draft.change((x) => { x.presets[i].gates.splice(j, 1); });
               drawHead(); drawPresets();
-              presetsSec.querySelector(`[data-preset="${CSS.escape(p.name)}"] [name=add-gate]`)?.focus();
+              /** @type {HTMLElement} */ (presetsSec.querySelector(`[data-preset="${CSS.escape(p.name)}"] [name=add-gate]`))?.focus();
             } }, 'Detach')));
         }))) : h('p', { class: 'muted' }, 'No gates in this preset yet.'),
       h('div', { class: 'inline-form add-gate' }, h('div', { class: 'field' }, pick), addBtn));

@@ -1,3 +1,4 @@
+// @ts-check
 // Pixie settings: the Pixie model (provider, base URL, model, timeout, API key, a connection
 // test) and the decision engine (LLM or Jev, the judge model and its system prompt, the Jev
 // API and key). Values saved here win over pixie.yaml; a PIXIE_* environment variable wins
@@ -7,8 +8,8 @@
 // POST /v1/settings/model/test; PUT|DELETE /v1/settings/judge, DELETE
 // /v1/settings/judge/model/api-key; PUT|DELETE /v1/judge/key. A refusal's details
 // ([{field, message}]) are shown next to their fields.
-import { h, uid } from '../app.js';
-import { pageHead, tabs, dl, field, busy, fill, rich, select } from './common.js';
+import { h, uid } from '../lib/dom.js';
+import { pageHead, tabs, dl, field, busy, fill, rich, select } from '../lib/common.js';
 
 const TABS = [
   { id: 'model', label: 'Model' },
@@ -17,6 +18,10 @@ const TABS = [
 
 const MODEL_FIELDS = ['provider', 'baseUrl', 'model', 'timeout'];
 
+/**
+ * @param {HTMLElement} main
+ * @param {import('../lib/ui.js').UI} ui
+ */
 export async function render(main, ui) {
   const { api, errorBox } = ui;
   let view;
@@ -27,7 +32,7 @@ export async function render(main, ui) {
     fill(main, pageHead('Pixie settings', 'The model gate tasks, `pixie ask` and instruction Skills use, and the decision engine behind `pixie judge`. Changes apply at once, without a restart.'), t.bar, t.panel);
     const set = (v) => { view = v; draw(); };
     if (current === 'model') modelTab(t.panel, ui, view, set); else engineTab(t.panel, ui, view, set);
-    if (focusTab) main.querySelector(`[role=tab][data-tab=${current}]`).focus();
+    if (focusTab) /** @type {HTMLElement} */ (main.querySelector(`[role=tab][data-tab=${current}]`)).focus();
   };
   draw();
 }
