@@ -70,8 +70,6 @@ const (
 	// DefaultInitTimeout bounds pre-initialising one instance in the background.
 	DefaultInitTimeout = 10 * time.Second
 	maxStderr          = 64 << 10
-	// maxTrash is how many used instances may wait for their module's worker to close them.
-	maxTrash = 16
 	// refillDelay is how long a module's worker waits after a run before it closes the used
 	// instance and refills the pool, while the pool still holds a ready instance.
 	refillDelay = 5 * time.Millisecond

@@ -54,7 +54,6 @@
 package instrument
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 )
@@ -484,18 +483,6 @@ func (m *module) notResettable(why string) {
 	if m.res.Resettable {
 		m.res.Resettable, m.res.NotResettable = false, why
 	}
-}
-
-func typeName(t byte) string {
-	switch t {
-	case valV128:
-		return "v128"
-	case valFuncref:
-		return "funcref"
-	case valExternref:
-		return "externref"
-	}
-	return fmt.Sprintf("0x%02x", t)
 }
 
 // newSection returns the payload of a section the module lacks.
