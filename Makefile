@@ -1,4 +1,6 @@
-# Pixie's make targets. `make check` runs exactly what CI's quality gate runs.
+# Pixie's make targets. CI (.ci/run, on a clean Debian machine) installs what the tests need
+# (the agent CLIs, `make npm`, PostgreSQL), then runs `make check` and `make test`, in that
+# order; it does not run `make bench` (performance is measured on a quiet machine).
 SHELL := /bin/bash
 GO    ?= go
 BIN   := bin
@@ -9,9 +11,15 @@ VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev
 LDFLAGS  := -X main.version=$(VERSION)
 GUESTS   := $(patsubst guests/%/,%,$(sort $(dir $(wildcard guests/*/main.go))))
 # AssemblyScript guests (an asconfig.json beside package.json), and every npm package folder
-# of the AssemblyScript SDK and guests (each with its package-lock.json).
+# (each with its package-lock.json): the AssemblyScript SDK and guests, and the pinned
+# TypeScript that type-checks Studio (internal/tools/tsc, used by `make check` only).
 AS_GUESTS := $(patsubst guests/%/,%,$(sort $(dir $(wildcard guests/*/asconfig.json))))
-NPM_DIRS  := sdk/assemblyscript $(addprefix guests/,$(AS_GUESTS))
+TSC_DIR   := internal/tools/tsc
+NPM_DIRS  := sdk/assemblyscript $(addprefix guests/,$(AS_GUESTS)) $(TSC_DIR)
+# npm_ci installs a folder's pinned packages (npm ci, from npm's cache when it can) when they
+# are missing or older than its package-lock.json.
+npm_ci = if [ ! -f $(1)/node_modules/.package-lock.json ] || [ $(1)/package-lock.json -nt $(1)/node_modules/.package-lock.json ]; then \
+	echo "npm ci ($(1))"; (cd $(1) && npm ci --no-audit --no-fund --prefer-offline --loglevel=error) || exit 1; fi
 # The Go modules of the repository: the server's and the guest SDK's (sdk/go.mod, reached from
 # the server's through a replace). `./...` in one module does not enter the other, so vet and
 # staticcheck run in each, and once more for the wasip1 code (the SDK's host side and the guests).
@@ -46,12 +54,8 @@ install: ## put pixie on PATH (go install, else ~/.local/bin)
 		echo "note: another pixie comes first on PATH: $$(command -v pixie)"; \
 	fi
 
-npm: ## install the pinned npm packages of the AssemblyScript SDK and guests (npm ci, from npm's cache when it can)
-	@for d in $(NPM_DIRS); do \
-		if [ ! -f $$d/node_modules/.package-lock.json ] || [ $$d/package-lock.json -nt $$d/node_modules/.package-lock.json ]; then \
-			echo "npm ci ($$d)"; (cd $$d && npm ci --no-audit --no-fund --prefer-offline --loglevel=error) || exit 1; \
-		fi; \
-	done
+npm: ## install the pinned npm packages (AssemblyScript SDK and guests, Studio's TypeScript) with npm ci, from npm's cache when it can
+	@for d in $(NPM_DIRS); do $(call npm_ci,$$d); done
 
 guests: npm ## build every WASM guest under guests/ (Go and AssemblyScript) into bin/guests/
 	@mkdir -p $(BIN)/guests
@@ -89,7 +93,7 @@ bench: build guests ## run the benchmarks and the sustained-load rows, and print
 	 [ -n "$$url" ] || echo "bench: no PostgreSQL (set PIXIE_TEST_POSTGRES_URL): its rows are skipped"; \
 	 PIXIE_TEST_POSTGRES_URL="$$url" $(GO) run ./internal/tools/bench $(BENCH_FLAGS)
 
-check: ## formatters, go mod tidy, vet, linters, and the import-rule test (in both modules)
+check: ## formatters, go mod tidy, vet, linters, the import-rule test (in both modules), and tsc over Studio
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@for m in $(MODULES); do echo "go mod tidy -diff ($$m)"; (cd $$m && $(GO) mod tidy -diff) || { echo "go.mod or go.sum of $$m is not tidy: run go mod tidy there"; exit 1; }; done
 	@for m in $(MODULES); do echo "go vet ($$m)"; (cd $$m && $(GO) vet ./...) || exit 1; done
@@ -102,6 +106,13 @@ check: ## formatters, go mod tidy, vet, linters, and the import-rule test (in bo
 	 for m in $(MODULES); do echo "staticcheck ($$m)"; (cd $$m && $$sc ./...) || exit 1; done; \
 	 echo "staticcheck (wasip1: sdk, guests)"; (cd sdk && GOOS=wasip1 GOARCH=wasm $$sc ./...) && GOOS=wasip1 GOARCH=wasm $$sc ./guests/...
 	$(GO) test -count=1 -run 'TestImportRules|TestSDKModuleGraph' ./internal/importrules/
+	@# Studio (server/ui): its modules import one way (lib → pages → shell), each opts in to type
+	@# checking, and none copies the point table; then the pinned TypeScript (internal/tools/tsc)
+	@# checks them from their JSDoc with tsc --noEmit: lib/ under strict, the pages and the shell
+	@# without null checks.
+	$(GO) test -count=1 -run 'TestStudioImportsOneWay|TestStudioModulesAreTypeChecked|TestStudioKeepsNoCopyOfThePointTable' ./server/
+	@$(call npm_ci,$(TSC_DIR))
+	cd $(TSC_DIR) && npm run --silent check
 
 tools: ## install the pinned agent CLIs the e2e tests drive into $$PIXIE_TOOLS_DIR (~/.cache/pixie-tools)
 	.ci/tools.sh
