@@ -26,6 +26,7 @@ var (
 	extism  = "github.com/extism/go-sdk"
 	server  = mod + "/server"
 	rtime   = mod + "/runtime"
+	larkSDK = "github.com/larksuite/oapi-sdk-go"
 	stdOnly = "<std>"
 )
 
@@ -61,6 +62,8 @@ type pkg struct {
 	Standard   bool
 	Deps       []string
 	DepsErrors []struct{ Err string }
+	// Direct imports: the package's own, its tests' and its external tests'.
+	Imports, TestImports, XTestImports []string
 }
 
 func root(t *testing.T) string {
@@ -69,7 +72,7 @@ func root(t *testing.T) string {
 }
 
 func list(t *testing.T, r rule) []pkg {
-	args := append([]string{"list", "-e", "-json=ImportPath,Deps,Standard"}, strings.Fields(r.pattern)...)
+	args := append([]string{"list", "-e", "-json=ImportPath,Deps,Standard,Imports,TestImports,XTestImports"}, strings.Fields(r.pattern)...)
 	cmd := exec.Command("go", args...)
 	cmd.Dir = filepath.Join(root(t), filepath.FromSlash(r.dir))
 	if r.goos != "" {
@@ -122,6 +125,37 @@ func TestImportRules(t *testing.T) {
 			}
 			if matched == 0 {
 				t.Errorf("%s (in ./%s) matched no packages: the rule checks nothing", r.pattern, r.dir)
+			}
+		})
+	}
+}
+
+// soleImporters name third-party modules that only one package may import directly (tests
+// included): the package that wraps the module, so that none of its types reaches the rest of
+// Pixie (the Lark SDK stays behind larkapi's API).
+var soleImporters = []struct{ module, importer string }{
+	{larkSDK, mod + "/internal/channel/lark/larkapi"},
+}
+
+func TestSoleImporters(t *testing.T) {
+	pkgs := list(t, rule{pattern: "./..."})
+	for _, si := range soleImporters {
+		t.Run(si.module, func(t *testing.T) {
+			wrapped := false
+			for _, p := range pkgs {
+				for _, imp := range append(append(append([]string(nil), p.Imports...), p.TestImports...), p.XTestImports...) {
+					if !hasAnyPrefix(imp, []string{si.module}) {
+						continue
+					}
+					if p.ImportPath == si.importer {
+						wrapped = true
+						continue
+					}
+					t.Errorf("%s imports %s; only %s may", p.ImportPath, imp, si.importer)
+				}
+			}
+			if !wrapped {
+				t.Errorf("%s does not import %s: the rule checks nothing (update it)", si.importer, si.module)
 			}
 		})
 	}

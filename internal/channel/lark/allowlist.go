@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/pixie-dev/pixie/internal/channel/lark/larkapi"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/store"
 )
@@ -37,7 +38,7 @@ type AllowRequest struct {
 func (c *Channel) Allow(ctx context.Context, req AllowRequest) (AllowEntry, error) {
 	req.OpenID = strings.TrimSpace(req.OpenID)
 	req.Name = strings.TrimSpace(req.Name)
-	if !validOpenID(req.OpenID) {
+	if !larkapi.ValidOpenID(req.OpenID) {
 		return AllowEntry{}, errs.New(errs.Invalid, "openId must be a Lark open_id (ou_…)")
 	}
 	if utf8.RuneCountInString(req.Name) > 100 || strings.ContainsAny(req.Name, "\n\r") {

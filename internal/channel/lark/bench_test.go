@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+
+	"github.com/pixie-dev/pixie/internal/channel/lark/larkapi"
 )
 
 // BenchmarkHandleEvent measures the webhook's work before it answers Lark (which wants an
@@ -26,7 +28,7 @@ func BenchmarkHandleEvent(b *testing.B) {
 			for i := range reqs {
 				// A sender who is not allowlisted in a group without a Locus: accepted by the
 				// webhook, then dropped by the worker, so the background work stays small.
-				e := h.text(fmt.Sprintf("ou_bench%d", i), "oc_bench", chatGroup, "how does the build work?", true)
+				e := h.text(fmt.Sprintf("ou_bench%d", i), "oc_bench", larkapi.ChatGroup, "how does the build work?", true)
 				reqs[i].body, reqs[i].hdr = h.wire(e.body())
 			}
 			ctx := context.Background()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/pixie-dev/pixie/internal/channel/lark/larkapi"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/store"
 )
@@ -53,8 +54,8 @@ func (c *Channel) Bind(ctx context.Context, req BindRequest) (Status, error) {
 	); err != nil {
 		return Status{}, errs.Wrap(errs.Invalid, err, "%s", strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
-	a := newAPI(c.cfg.BaseURL, req.AppID, req.AppSecret, c.cfg.HTTPTimeout)
-	openID, name, err := a.verify(ctx, req.AppID, req.AppSecret)
+	a := larkapi.New(c.cfg.BaseURL, req.AppID, req.AppSecret, c.cfg.HTTPTimeout)
+	openID, name, err := a.Verify(ctx, req.AppID, req.AppSecret)
 	if err != nil {
 		return Status{}, err
 	}

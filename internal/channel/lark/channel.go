@@ -3,6 +3,7 @@ package lark
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/pixie-dev/pixie/internal/channel/lark/larkapi"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/keylock"
 	"github.com/pixie-dev/pixie/internal/store"
@@ -57,7 +59,7 @@ type Channel struct {
 
 	spool   *spool
 	locks   keylock.Mutex
-	members memberCache
+	members larkapi.MemberCache
 
 	// sh is the part for stores other replicas share (shared.go).
 	sh sharedState
@@ -68,7 +70,7 @@ type liveBinding struct {
 	appID, secret, token, encryptKey string
 	botOpenID, botName               string
 	verifiedAt                       time.Time
-	api                              *api
+	api                              *larkapi.Client
 }
 
 // New returns the channel over st and starts its worker and deadline sweep. A missing or
@@ -94,7 +96,6 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Channel, error) {
 		activating: map[string]bool{},
 		ready:      map[string]chan struct{}{},
 	}
-	c.members.m = map[string]memberEntry{}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.spool = newSpool(cfg.SpoolDir, c.log, st, cfg.MaxDeadline+time.Hour)
 	if err := c.loadBinding(ctx); err != nil {
@@ -208,14 +209,14 @@ func (c *Channel) loadBinding(ctx context.Context) error {
 	case appID != rec.AppID:
 		c.setProblem("the credentials name a different app than the verified binding: bind the bot again")
 		return nil
-	case !validOpenID(rec.BotOpenID):
+	case !larkapi.ValidOpenID(rec.BotOpenID):
 		c.setProblem("the binding has no verified bot open_id: bind the bot again")
 		return nil
 	}
 	c.mu.Lock()
 	c.b = &liveBinding{appID: appID, secret: secret, token: token, encryptKey: ekey,
 		botOpenID: rec.BotOpenID, botName: rec.BotName, verifiedAt: rec.VerifiedAt,
-		api: newAPI(c.cfg.BaseURL, appID, secret, c.cfg.HTTPTimeout)}
+		api: larkapi.New(c.cfg.BaseURL, appID, secret, c.cfg.HTTPTimeout)}
 	c.bindProblem = ""
 	c.mu.Unlock()
 	return nil
@@ -345,4 +346,13 @@ func (c *Channel) lock(ctx context.Context, key string) (func(), error) {
 		return nil, errs.Wrap(errs.Timeout, err, "gave up waiting for an earlier request on the same session")
 	}
 	return unlock, nil
+}
+
+// describeErr is err's client-safe message: a coded error's message, else its text.
+func describeErr(err error) string {
+	var e *errs.Error
+	if errors.As(err, &e) {
+		return e.Message
+	}
+	return fmt.Sprintf("%v", err)
 }

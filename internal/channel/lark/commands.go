@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pixie-dev/pixie/internal/channel/lark/larkapi"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/store"
 )
@@ -93,7 +94,7 @@ func (c *Channel) processCommand(ctx context.Context, b *liveBinding, in inbound
 	}
 	c.met.accepted.WithLabelValues("command").Inc()
 	c.goOutbound(func(ctx context.Context) {
-		if _, err := b.api.reply(ctx, msg.MessageID, reply, "cmd-"+msg.MessageID); err != nil {
+		if _, err := b.api.Reply(ctx, msg.MessageID, reply, "cmd-"+msg.MessageID); err != nil {
 			c.outboundFailed("reply", err)
 		}
 	})
@@ -101,8 +102,8 @@ func (c *Channel) processCommand(ctx context.Context, b *liveBinding, in inbound
 }
 
 // runCommand executes cmd for the entry msg came from and returns the reply text.
-func (c *Channel) runCommand(ctx context.Context, msg message, cmd command) (string, error) {
-	entry := msg.entryKey()
+func (c *Channel) runCommand(ctx context.Context, msg larkapi.Message, cmd command) (string, error) {
+	entry := msg.EntryKey()
 	switch cmd.name {
 	case cmdHelp:
 		return helpText, nil
@@ -171,7 +172,7 @@ func (c *Channel) entryLocus(ctx context.Context, entry string) (Locus, bool, er
 // is bound directly, with a new child under that session. An entry already bound elsewhere is
 // moved only while nothing is queued or being answered: its child is retired and a new one is
 // created under the new session (a child never changes parent).
-func (c *Channel) bindEntry(ctx context.Context, msg message, prefix string) (string, error) {
+func (c *Channel) bindEntry(ctx context.Context, msg larkapi.Message, prefix string) (string, error) {
 	var reply string
 	err := c.st.Update(ctx, func(tx *store.Tx) error {
 		s, ok, err := resolvePrefix(tx, prefix)
@@ -182,7 +183,7 @@ func (c *Channel) bindEntry(ctx context.Context, msg message, prefix string) (st
 			reply = noSessionMatch
 			return nil
 		}
-		l, active, err := activeLocus(tx, msg.entryKey())
+		l, active, err := activeLocus(tx, msg.EntryKey())
 		if err != nil {
 			return err
 		}

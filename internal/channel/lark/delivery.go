@@ -7,6 +7,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/pixie-dev/pixie/internal/channel/lark/larkapi"
 	"github.com/pixie-dev/pixie/internal/clip"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/store"
@@ -21,7 +22,7 @@ var errQueueFull = errs.New(errs.Conflict, "the queue is full")
 // enqueue appends a Delivery for msg to l's FIFO, in tx. When l is idle the Delivery becomes
 // current at once (accepted now, deadline InitialDeadline from now). l is updated in place and
 // written.
-func (c *Channel) enqueue(tx *store.Tx, l *Locus, msg message, receivedAt time.Time) (Delivery, error) {
+func (c *Channel) enqueue(tx *store.Tx, l *Locus, msg larkapi.Message, receivedAt time.Time) (Delivery, error) {
 	if l.Current != "" && l.Queued >= c.cfg.MaxQueue {
 		return Delivery{}, errQueueFull
 	}
@@ -154,13 +155,13 @@ func (c *Channel) settle(ctx context.Context, id string, check settleCheck, o ou
 			return Delivery{}, errs.New(errs.Unavailable, "the Lark channel is unavailable: the reply cannot be sent")
 		}
 		body := o.reply
-		if members, err := c.chatMembers(ctx, b.api, d.ChatID); err == nil {
-			body = renderMentions(body, members)
+		if members, err := c.members.Members(ctx, b.api, d.ChatID, c.now()); err == nil {
+			body = larkapi.RenderMentions(body, members)
 		} else {
 			c.outboundFailed("members", err)
-			body = renderMentions(body, nil)
+			body = larkapi.RenderMentions(body, nil)
 		}
-		replyID, err = b.api.reply(ctx, d.MessageID, body, "reply-"+d.ID)
+		replyID, err = b.api.Reply(ctx, d.MessageID, body, "reply-"+d.ID)
 		if err != nil {
 			c.outboundFailed("reply", err)
 			return Delivery{}, err
@@ -259,7 +260,7 @@ func (c *Channel) afterSettle(ctx context.Context, settled Delivery, next *Deliv
 				return nil
 			})
 			if working != "" {
-				if err := b.api.deleteReaction(ctx, settled.MessageID, working); err != nil {
+				if err := b.api.DeleteReaction(ctx, settled.MessageID, working); err != nil {
 					c.outboundFailed("reaction_delete", err)
 				}
 			}
@@ -267,7 +268,7 @@ func (c *Channel) afterSettle(ctx context.Context, settled Delivery, next *Deliv
 			if settled.State != DeliveryDone {
 				emoji = ReactionFailed
 			}
-			if _, err := b.api.addReaction(ctx, settled.MessageID, emoji); err != nil {
+			if _, err := b.api.AddReaction(ctx, settled.MessageID, emoji); err != nil {
 				c.outboundFailed("reaction", err)
 			}
 			unlock()
@@ -350,7 +351,7 @@ func (c *Channel) activate(ctx context.Context, d Delivery) {
 		return
 	}
 	if cur.WorkingReaction == "" {
-		rid, err := b.api.addReaction(ctx, cur.MessageID, ReactionWorking)
+		rid, err := b.api.AddReaction(ctx, cur.MessageID, ReactionWorking)
 		if err != nil {
 			c.outboundFailed("reaction", err)
 		} else {
@@ -364,7 +365,7 @@ func (c *Channel) activate(ctx context.Context, d Delivery) {
 			})
 			if err != nil {
 				// Settled meanwhile: take the reaction back.
-				if derr := b.api.deleteReaction(ctx, cur.MessageID, rid); derr != nil {
+				if derr := b.api.DeleteReaction(ctx, cur.MessageID, rid); derr != nil {
 					c.outboundFailed("reaction_delete", derr)
 				}
 			}

@@ -8,13 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pixie-dev/pixie/internal/channel/lark/larkapi"
 	"github.com/pixie-dev/pixie/internal/errs"
 )
 
 // ask sends a mention from sender in chat and returns the event.
 func (h *harness) ask(sender, chatID, text string) ev {
 	h.t.Helper()
-	e := h.text(sender, chatID, chatGroup, text, true)
+	e := h.text(sender, chatID, larkapi.ChatGroup, text, true)
 	if resp := h.send(e); resp.Status != 200 {
 		h.t.Fatalf("event refused: %d %s", resp.Status, resp.Body)
 	}

@@ -156,7 +156,7 @@ func (c *Channel) senderName(ctx context.Context, d Delivery) string {
 	if b == nil {
 		return ""
 	}
-	ms, err := c.chatMembers(ctx, b.api, d.ChatID)
+	ms, err := c.members.Members(ctx, b.api, d.ChatID, c.now())
 	if err != nil {
 		return ""
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pixie-dev/pixie/internal/channel/lark/larkapi"
 	"github.com/pixie-dev/pixie/internal/errs"
 )
 
@@ -18,7 +19,7 @@ var pngBytes = append([]byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"), make([]byte
 
 // post builds a rich-text message mentioning the bot, with text and images.
 func (h *harness) post(sender, chatID, text string, imageKeys ...string) ev {
-	e := h.text(sender, chatID, chatGroup, "", true)
+	e := h.text(sender, chatID, larkapi.ChatGroup, "", true)
 	lines := [][]map[string]string{{{"tag": "at", "user_id": "@_user_1", "user_name": "Pixie Test"}, {"tag": "text", "text": " " + text}}}
 	for _, k := range imageKeys {
 		lines = append(lines, []map[string]string{{"tag": "img", "image_key": k}})
@@ -134,7 +135,7 @@ func TestBuiltinExecutor(t *testing.T) {
 	})
 	h := newHarness(t, withConfig(func(c *Config) { c.Executor, c.Model = ExecutorBuiltin, m }))
 	h.allow(alice)
-	h.fake.members["oc_b"] = []member{{alice, "Alice"}, {bob, "Bob"}}
+	h.fake.members["oc_b"] = []larkapi.Member{{OpenID: alice, Name: "Alice"}, {OpenID: bob, Name: "Bob"}}
 	h.fake.images["img_ok"] = pngBytes
 
 	e1 := h.post(alice, "oc_b", "what does the build do?", "img_ok")

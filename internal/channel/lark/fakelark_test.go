@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/pixie-dev/pixie/internal/channel/lark/larkapi"
 )
 
 // fakeLark is an httptest server speaking Lark's open API wire format for the calls the channel
@@ -25,7 +27,7 @@ type fakeLark struct {
 	replies   []fakeReply
 	reactions map[string]fakeReaction // reaction id → reaction
 	nextID    int
-	members   map[string][]member
+	members   map[string][]larkapi.Member
 	images    map[string][]byte
 	chats     []fakeChat
 	// failReplies makes the next n replies answer with a Lark error code.
@@ -54,7 +56,7 @@ type fakeChat struct {
 
 func newFakeLark(t testing.TB, secret, botOpenID string) *fakeLark {
 	f := &fakeLark{secret: secret, botOpenID: botOpenID, reactions: map[string]fakeReaction{},
-		members: map[string][]member{}, images: map[string][]byte{}, memberPage: 2}
+		members: map[string][]larkapi.Member{}, images: map[string][]byte{}, memberPage: 2}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /open-apis/auth/v3/tenant_access_token/internal", f.token)
 	mux.HandleFunc("GET /open-apis/bot/v3/info", f.auth(f.botInfo))

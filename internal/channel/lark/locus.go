@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pixie-dev/pixie/internal/channel/lark/larkapi"
 	"github.com/pixie-dev/pixie/internal/clip"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/store"
@@ -30,7 +31,7 @@ func activeLocus(tx *store.Tx, entry string) (Locus, bool, error) {
 
 // createLocus associates an entry with a main session and a new child, in tx.
 func (c *Channel) createLocus(tx *store.Tx, chatID, threadID, chatType string, main Session, qa bool) (Locus, error) {
-	entry := entryKey(chatID, threadID)
+	entry := larkapi.EntryKey(chatID, threadID)
 	l := Locus{
 		ID: newID("l", 12), Entry: entry, ChatID: chatID, ThreadID: threadID, ChatType: chatType,
 		MainSessionID: main.ID, ToolTier: TierRead, Executor: c.cfg.Executor, State: LocusActive, QA: qa,
@@ -50,7 +51,7 @@ func (c *Channel) createLocus(tx *store.Tx, chatID, threadID, chatType string, m
 // bootstrap builds the tree for a new entry on demand, in tx: the chat's main session (created
 // in the default workspace if the chat has none), then the Locus with its child. A topic first
 // ensures its group's Locus and then gets a sibling child under the group's main session.
-func (c *Channel) bootstrap(tx *store.Tx, msg message) (Locus, error) {
+func (c *Channel) bootstrap(tx *store.Tx, msg larkapi.Message) (Locus, error) {
 	if msg.ThreadID == "" {
 		main, err := c.chatSession(tx, msg.ChatID)
 		if err != nil {

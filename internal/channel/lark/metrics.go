@@ -5,38 +5,40 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pixie-dev/pixie/internal/channel/lark/larkapi"
 )
 
 // Drop reasons: the only thing recorded about a refused event (the counter
 // pixie_lark_dropped_total{reason}). The set is fixed, so the label stays low-cardinality.
 const (
-	reasonUnavailable   = "unavailable"    // the channel is off, unbound or unverified
-	reasonBadRequest    = "bad_request"    // not JSON, or not an event Pixie understands
-	reasonPlaintext     = "plaintext"      // a plain body while an encrypt key is bound
-	reasonDecrypt       = "decrypt"        // the encrypted body does not decrypt
-	reasonSignature     = "signature"      // X-Lark-Signature missing or wrong
-	reasonToken         = "token"          // the verification token does not match
-	reasonApp           = "app"            // header.app_id is not the bound app
-	reasonStale         = "stale"          // the request timestamp is outside the replay window
-	reasonWatermark     = "watermark"      // the message predates this process's start
-	reasonEventType     = "event_type"     // not im.message.receive_v1
-	reasonMalformed     = "malformed"      // a receive event missing required parts
-	reasonSender        = "sender"         // the sender is not a real user
-	reasonNotMentioned  = "not_mentioned"  // the bot is not mentioned
-	reasonMessageType   = "message_type"   // an unsupported message type
-	reasonEmpty         = "empty"          // nothing left to answer after removing the mention
-	reasonDupEvent      = "dup_event"      // event_id seen before
-	reasonDupMessage    = "dup_message"    // message_id seen before
-	reasonPairCode      = "pair_code"      // a /pair command with no matching live code
-	reasonNotAllowed    = "not_allowed"    // sender may not ask in this entry
-	reasonDMNotAllowed  = "dm_not_allowed" // a direct message from a sender not on the allowlist
-	reasonShellTier     = "shell_tier"     // a shell-tier entry and a sender not on the allowlist
-	reasonCommand       = "command"        // a control command from a sender not on the allowlist
-	reasonNoWorkspace   = "no_workspace"   // a new entry but no usable default workspace
-	reasonQueueFull     = "queue_full"     // the Locus's queue is at MaxQueue
-	reasonAllowFull     = "allowlist_full" // pairing refused: the allowlist is at its cap
-	reasonInternal      = "internal"       // the event could not be processed (logged)
-	reasonStoreConflict = "store"          // the store refused the write (Lark retries)
+	reasonUnavailable   = "unavailable"             // the channel is off, unbound or unverified
+	reasonBadRequest    = "bad_request"             // not JSON, or not an event Pixie understands
+	reasonPlaintext     = "plaintext"               // a plain body while an encrypt key is bound
+	reasonDecrypt       = "decrypt"                 // the encrypted body does not decrypt
+	reasonSignature     = "signature"               // X-Lark-Signature missing or wrong
+	reasonToken         = "token"                   // the verification token does not match
+	reasonApp           = "app"                     // header.app_id is not the bound app
+	reasonStale         = "stale"                   // the request timestamp is outside the replay window
+	reasonWatermark     = "watermark"               // the message predates this process's start
+	reasonEventType     = "event_type"              // not im.message.receive_v1
+	reasonMalformed     = larkapi.ReasonMalformed   // a receive event missing required parts
+	reasonSender        = larkapi.ReasonSender      // the sender is not a real user
+	reasonNotMentioned  = "not_mentioned"           // the bot is not mentioned
+	reasonMessageType   = larkapi.ReasonMessageType // an unsupported message type
+	reasonEmpty         = larkapi.ReasonEmpty       // nothing left to answer after removing the mention
+	reasonDupEvent      = "dup_event"               // event_id seen before
+	reasonDupMessage    = "dup_message"             // message_id seen before
+	reasonPairCode      = "pair_code"               // a /pair command with no matching live code
+	reasonNotAllowed    = "not_allowed"             // sender may not ask in this entry
+	reasonDMNotAllowed  = "dm_not_allowed"          // a direct message from a sender not on the allowlist
+	reasonShellTier     = "shell_tier"              // a shell-tier entry and a sender not on the allowlist
+	reasonCommand       = "command"                 // a control command from a sender not on the allowlist
+	reasonNoWorkspace   = "no_workspace"            // a new entry but no usable default workspace
+	reasonQueueFull     = "queue_full"              // the Locus's queue is at MaxQueue
+	reasonAllowFull     = "allowlist_full"          // pairing refused: the allowlist is at its cap
+	reasonInternal      = "internal"                // the event could not be processed (logged)
+	reasonStoreConflict = "store"                   // the store refused the write (Lark retries)
 )
 
 // allReasons lists every reason so the counters exist (at zero) from the start.

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pixie-dev/pixie/internal/channel/lark/larkapi"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/store"
 )
@@ -120,7 +121,7 @@ func pairCommand(text string) (string, bool) {
 // redeemPairing adds the sender to the allowlist when code is the live one. The check, the
 // store write and consuming the code happen under the pairing lock, so of two senders racing
 // for one code exactly one is added.
-func (c *Channel) redeemPairing(ctx context.Context, b *liveBinding, eventID string, msg message, code string) EventResponse {
+func (c *Channel) redeemPairing(ctx context.Context, b *liveBinding, eventID string, msg larkapi.Message, code string) EventResponse {
 	if c.isShared() {
 		return c.redeemPairingShared(ctx, b, eventID, msg, code)
 	}
@@ -175,7 +176,7 @@ func (c *Channel) redeemPairing(ctx context.Context, b *liveBinding, eventID str
 		text = "You were already on the allowlist; the code is now used up."
 	}
 	c.goOutbound(func(ctx context.Context) {
-		if _, err := b.api.reply(ctx, msg.MessageID, text, "pair-"+msg.MessageID); err != nil {
+		if _, err := b.api.Reply(ctx, msg.MessageID, text, "pair-"+msg.MessageID); err != nil {
 			c.outboundFailed("reply", err)
 		}
 	})
@@ -185,7 +186,7 @@ func (c *Channel) redeemPairing(ctx context.Context, b *liveBinding, eventID str
 // redeemPairingShared is redeemPairing over a shared store: the code's check, its consumption
 // and the allowlist write are one transaction, so of two senders racing on two replicas
 // exactly one is paired.
-func (c *Channel) redeemPairingShared(ctx context.Context, b *liveBinding, eventID string, msg message, code string) EventResponse {
+func (c *Channel) redeemPairingShared(ctx context.Context, b *liveBinding, eventID string, msg larkapi.Message, code string) EventResponse {
 	now := c.now()
 	live, already := false, false
 	reason, err := c.admit(ctx, eventID, msg.MessageID, func(tx *store.Tx) error {
@@ -232,7 +233,7 @@ func (c *Channel) redeemPairingShared(ctx context.Context, b *liveBinding, event
 		text = "You were already on the allowlist; the code is now used up."
 	}
 	c.goOutbound(func(ctx context.Context) {
-		if _, err := b.api.reply(ctx, msg.MessageID, text, "pair-"+msg.MessageID); err != nil {
+		if _, err := b.api.Reply(ctx, msg.MessageID, text, "pair-"+msg.MessageID); err != nil {
 			c.outboundFailed("reply", err)
 		}
 	})

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/pixie-dev/pixie/internal/channel/lark/larkapi"
 )
 
 func (h *harness) allowed(openID string) bool {
@@ -67,7 +69,7 @@ func TestPairing(t *testing.T) {
 	h := newHarness(t)
 	pc := h.mint()
 	// The exact command in a direct chat, without a mention, pairs the sender.
-	e := h.text(alice, "oc_dm_alice", chatP2P, pc.Command, false)
+	e := h.text(alice, "oc_dm_alice", larkapi.ChatP2P, pc.Command, false)
 	if resp := h.send(e); resp.Status != http.StatusOK {
 		t.Fatal(resp.Status)
 	}
@@ -80,7 +82,7 @@ func TestPairing(t *testing.T) {
 	}
 	waitFor(t, "pairing confirmation", func() bool { return len(h.fake.replyList()) == 1 })
 	// Single use: the same code again, from someone else.
-	h.send(h.text(bob, "oc_dm_bob", chatP2P, pc.Command, false))
+	h.send(h.text(bob, "oc_dm_bob", larkapi.ChatP2P, pc.Command, false))
 	if h.allowed(bob) || h.drops(reasonPairCode) != 1 {
 		t.Fatalf("a used code paired again (pair_code drops %d)", h.drops(reasonPairCode))
 	}
@@ -101,28 +103,28 @@ func TestPairingRefusals(t *testing.T) {
 		{"expired at five minutes", func(h *harness) ev {
 			pc := h.mint()
 			h.clock.Add(PairTTL)
-			return h.text(bob, "oc_dm", chatP2P, pc.Command, false)
+			return h.text(bob, "oc_dm", larkapi.ChatP2P, pc.Command, false)
 		}},
 		{"cancelled", func(h *harness) ev {
 			pc := h.mint()
 			h.ch.CancelPairing()
-			return h.text(bob, "oc_dm", chatP2P, pc.Command, false)
+			return h.text(bob, "oc_dm", larkapi.ChatP2P, pc.Command, false)
 		}},
 		{"replaced by a new code", func(h *harness) ev {
 			pc := h.mint()
 			h.mint()
-			return h.text(bob, "oc_dm", chatP2P, pc.Command, false)
+			return h.text(bob, "oc_dm", larkapi.ChatP2P, pc.Command, false)
 		}},
 		{"restart", func(h *harness) ev {
 			pc := h.mint()
 			h.restart()
-			return h.text(bob, "oc_dm", chatP2P, pc.Command, false)
+			return h.text(bob, "oc_dm", larkapi.ChatP2P, pc.Command, false)
 		}},
 		{"wrong code", func(h *harness) ev {
 			h.mint()
-			return h.text(bob, "oc_dm", chatP2P, "/pair abcd-efgh", false)
+			return h.text(bob, "oc_dm", larkapi.ChatP2P, "/pair abcd-efgh", false)
 		}},
-		{"no code pending", func(h *harness) ev { return h.text(bob, "oc_dm", chatP2P, "/pair abcd-efgh", false) }},
+		{"no code pending", func(h *harness) ev { return h.text(bob, "oc_dm", larkapi.ChatP2P, "/pair abcd-efgh", false) }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -143,7 +145,7 @@ func TestPairingRefusals(t *testing.T) {
 		h := newHarness(t)
 		pc := h.mint()
 		h.clock.Add(PairTTL - time.Second)
-		h.send(h.text(bob, "oc_dm", chatP2P, pc.Command, false))
+		h.send(h.text(bob, "oc_dm", larkapi.ChatP2P, pc.Command, false))
 		if !h.allowed(bob) {
 			t.Fatal("a live code did not pair")
 		}
@@ -151,7 +153,7 @@ func TestPairingRefusals(t *testing.T) {
 	t.Run("in a group", func(t *testing.T) {
 		h := newHarness(t)
 		pc := h.mint()
-		h.send(h.text(bob, "oc_group", chatGroup, pc.Command, true))
+		h.send(h.text(bob, "oc_group", larkapi.ChatGroup, pc.Command, true))
 		waitFor(t, "refusal", func() bool { return h.drops(reasonNotAllowed) == 1 })
 		if h.allowed(bob) {
 			t.Fatal("a group message paired")
@@ -164,8 +166,8 @@ func TestPairingRace(t *testing.T) {
 	for round := 0; round < 10; round++ {
 		pc := h.mint()
 		users := []string{fmt.Sprintf("ou_racer%da", round), fmt.Sprintf("ou_racer%db", round)}
-		events := []ev{h.text(users[0], "oc_dm_"+users[0], chatP2P, pc.Command, false),
-			h.text(users[1], "oc_dm_"+users[1], chatP2P, pc.Command, false)}
+		events := []ev{h.text(users[0], "oc_dm_"+users[0], larkapi.ChatP2P, pc.Command, false),
+			h.text(users[1], "oc_dm_"+users[1], larkapi.ChatP2P, pc.Command, false)}
 		var wg sync.WaitGroup
 		start := make(chan struct{})
 		for _, e := range events {
@@ -245,7 +247,7 @@ func TestAllowlistCap(t *testing.T) {
 	}
 	// Pairing cannot go over the cap either.
 	pc := h.mint()
-	h.send(h.text(carol, "oc_dm_carol", chatP2P, pc.Command, false))
+	h.send(h.text(carol, "oc_dm_carol", larkapi.ChatP2P, pc.Command, false))
 	if h.allowed(carol) || h.drops(reasonAllowFull) != 1 {
 		t.Fatalf("pairing over the cap (drops %d)", h.drops(reasonAllowFull))
 	}

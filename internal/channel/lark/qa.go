@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 
+	"github.com/pixie-dev/pixie/internal/channel/lark/larkapi"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/store"
 )
@@ -69,7 +70,7 @@ func (c *Channel) OpenQAGroup(ctx context.Context, src QASource) (QAGroup, error
 		if person == "" {
 			return QAGroup{}, errs.New(errs.Unavailable, "no person's open_id is known: pair with the bot first, or mark an allowlist entry as owner")
 		}
-	} else if !validOpenID(person) {
+	} else if !larkapi.ValidOpenID(person) {
 		return QAGroup{}, errs.New(errs.Invalid, "openId must be a Lark open_id (ou_…)")
 	}
 	unlock, err := c.lock(ctx, "qa:"+src.SessionID)
@@ -106,7 +107,7 @@ func (c *Channel) OpenQAGroup(ctx context.Context, src QASource) (QAGroup, error
 		return *existing, nil
 	}
 	sum := sha256.Sum256([]byte(b.appID + "\x00" + sess.ID + "\x00" + sess.QAChatID))
-	chatID, err := b.api.createChat(ctx, "Pixie Q&A · "+sess.ShortID,
+	chatID, err := b.api.CreateChat(ctx, "Pixie Q&A · "+sess.ShortID,
 		"Questions about session "+sess.ShortID+". Mention the bot to ask; answers come from a dedicated child session.",
 		person, hex.EncodeToString(sum[:16]))
 	if err != nil {
@@ -124,7 +125,7 @@ func (c *Channel) OpenQAGroup(ctx context.Context, src QASource) (QAGroup, error
 			return err
 		}
 		if !active {
-			if l, err = c.createLocus(tx, chatID, "", chatGroup, s, true); err != nil {
+			if l, err = c.createLocus(tx, chatID, "", larkapi.ChatGroup, s, true); err != nil {
 				return err
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pixie-dev/pixie/internal/channel/lark/larkapi"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/pet"
 )
@@ -25,7 +26,7 @@ func TestQAGroupAction(t *testing.T) {
 	}
 	// Pairing makes the first person the owner.
 	pc := h.mint()
-	h.send(h.text(alice, "oc_dm_alice", chatP2P, pc.Command, false))
+	h.send(h.text(alice, "oc_dm_alice", larkapi.ChatP2P, pc.Command, false))
 	if ok, why := action.Availability(ctx); !ok {
 		t.Fatalf("availability with an owner: %q", why)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pixie-dev/pixie/internal/channel/lark/larkapi"
 	"github.com/pixie-dev/pixie/internal/store"
 )
 
@@ -147,10 +148,10 @@ type Delivery struct {
 
 // inbound is an accepted event waiting for the worker.
 type inbound struct {
-	ID         string    `json:"id"`
-	EventID    string    `json:"eventId"`
-	ReceivedAt time.Time `json:"receivedAt"`
-	Msg        message   `json:"msg"`
+	ID         string          `json:"id"`
+	EventID    string          `json:"eventId"`
+	ReceivedAt time.Time       `json:"receivedAt"`
+	Msg        larkapi.Message `json:"msg"`
 }
 
 // Collections (documented in internal/store's key layout as lark-*).

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/pixie-dev/pixie/internal/channel/lark/larkapi"
 	"github.com/pixie-dev/pixie/internal/store"
 	"github.com/pixie-dev/pixie/internal/store/pgstore"
 	"github.com/pixie-dev/pixie/internal/store/pgstore/pgtest"
@@ -80,7 +81,7 @@ func TestTwoReplicas(t *testing.T) {
 	h.allow(alice)
 
 	// One event, delivered to both replicas at once.
-	e := h.text(alice, "oc_g1", chatGroup, "what is up?", true)
+	e := h.text(alice, "oc_g1", larkapi.ChatGroup, "what is up?", true)
 	var wg sync.WaitGroup
 	for _, ch := range []*Channel{a, b} {
 		wg.Add(1)
@@ -139,8 +140,8 @@ func TestTwoReplicas(t *testing.T) {
 	if st := b.Status(context.Background()); !st.Pairing.Pending {
 		t.Fatal("the other replica does not know the pending code")
 	}
-	e1 := h.text(bob, "oc_dm_bob", chatP2P, pc.Command, false)
-	e2 := h.text(carol, "oc_dm_carol", chatP2P, pc.Command, false)
+	e1 := h.text(bob, "oc_dm_bob", larkapi.ChatP2P, pc.Command, false)
+	e2 := h.text(carol, "oc_dm_carol", larkapi.ChatP2P, pc.Command, false)
 	wg.Add(2)
 	go func() { defer wg.Done(); h.sendTo(a, e1) }()
 	go func() { defer wg.Done(); h.sendTo(b, e2) }()

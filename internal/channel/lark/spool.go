@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pixie-dev/pixie/internal/channel/lark/larkapi"
 	"github.com/pixie-dev/pixie/internal/store"
 )
 
@@ -92,7 +93,7 @@ func (s *spool) problem() string {
 }
 
 // fetch downloads d's images. Failures make only those images unavailable; the note says why.
-func (s *spool) fetch(ctx context.Context, a *api, d Delivery, max int64) {
+func (s *spool) fetch(ctx context.Context, a *larkapi.Client, d Delivery, max int64) {
 	if len(d.Images) == 0 {
 		return
 	}
@@ -118,7 +119,7 @@ func (s *spool) fetch(ctx context.Context, a *api, d Delivery, max int64) {
 	var got []spooled
 	var notes []string
 	for i, key := range d.Images {
-		data, err := a.download(ctx, d.MessageID, key, max)
+		data, err := a.Download(ctx, d.MessageID, key, max)
 		if err != nil {
 			notes = append(notes, fmt.Sprintf("image %d: %s", i+1, describeErr(err)))
 			continue

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pixie-dev/pixie/internal/channel/lark/larkapi"
 	"github.com/pixie-dev/pixie/internal/store"
 )
 
@@ -43,7 +44,7 @@ func (s *spool) readIndex(ctx context.Context, id string) (spoolIndex, bool, err
 	return ix, err == nil, err
 }
 
-func (s *spool) fetchShared(ctx context.Context, a *api, d Delivery, max int64) {
+func (s *spool) fetchShared(ctx context.Context, a *larkapi.Client, d Delivery, max int64) {
 	if _, ok, err := s.readIndex(ctx, d.ID); err == nil && ok {
 		return // fetched already, by this replica or another
 	}
@@ -51,7 +52,7 @@ func (s *spool) fetchShared(ctx context.Context, a *api, d Delivery, max int64) 
 	var bodies [][]byte
 	var notes []string
 	for i, key := range d.Images {
-		data, err := a.download(ctx, d.MessageID, key, max)
+		data, err := a.Download(ctx, d.MessageID, key, max)
 		if err != nil {
 			notes = append(notes, fmt.Sprintf("image %d: %s", i+1, describeErr(err)))
 			continue

@@ -2,8 +2,6 @@ package lark
 
 import (
 	"context"
-	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,17 +10,22 @@ import (
 	"strings"
 	"time"
 
-	larkevent "github.com/larksuite/oapi-sdk-go/v3/event"
-	larkim "github.com/larksuite/oapi-sdk-go/v3/service/im/v1"
-
+	"github.com/pixie-dev/pixie/internal/channel/lark/larkapi"
 	"github.com/pixie-dev/pixie/internal/store"
 )
 
 // Header names of Lark's signed callbacks.
 const (
-	HeaderTimestamp = "X-Lark-Request-Timestamp"
-	HeaderNonce     = "X-Lark-Request-Nonce"
-	HeaderSignature = "X-Lark-Signature"
+	HeaderTimestamp = larkapi.HeaderTimestamp
+	HeaderNonce     = larkapi.HeaderNonce
+	HeaderSignature = larkapi.HeaderSignature
+)
+
+// Reaction emoji types the Host maintains on a triggering message (Lark's names, case-sensitive).
+const (
+	ReactionWorking = larkapi.ReactionWorking
+	ReactionDone    = larkapi.ReactionDone
+	ReactionFailed  = larkapi.ReactionFailed
 )
 
 // eventReceive is the only event type the channel consumes.
@@ -51,17 +54,6 @@ func refused() EventResponse {
 	return respond(http.StatusUnauthorized, map[string]string{"msg": "refused"})
 }
 
-// envelope is the decrypted body: a URL verification or a schema 2.0 event.
-type envelope struct {
-	Encrypt   string                 `json:"encrypt"`
-	Type      string                 `json:"type"`
-	Token     string                 `json:"token"`
-	Challenge string                 `json:"challenge"`
-	Schema    string                 `json:"schema"`
-	Header    *larkevent.EventHeader `json:"header"`
-	Event     json.RawMessage        `json:"event"`
-}
-
 // HandleEvent is the event webhook (POST /v1/channel/lark/events). It authenticates the
 // request (decryption, signature, verification token, app id, timestamp window), answers URL
 // verification, applies the admission rules that need no state, and then, in one store
@@ -86,7 +78,7 @@ func (c *Channel) HandleEvent(ctx context.Context, header http.Header, body []by
 		c.met.drop(reasonBadRequest)
 		return refused()
 	}
-	var outer envelope
+	var outer larkapi.Envelope
 	if err := json.Unmarshal(body, &outer); err != nil {
 		c.met.drop(reasonBadRequest)
 		return refused()
@@ -97,7 +89,7 @@ func (c *Channel) HandleEvent(ctx context.Context, header http.Header, body []by
 			c.met.drop(reasonPlaintext)
 			return refused()
 		}
-		dec, err := larkevent.EventDecrypt(outer.Encrypt, b.encryptKey)
+		dec, err := larkapi.Decrypt(outer.Encrypt, b.encryptKey)
 		if err != nil {
 			c.met.drop(reasonDecrypt)
 			return refused()
@@ -108,7 +100,7 @@ func (c *Channel) HandleEvent(ctx context.Context, header http.Header, body []by
 		c.met.drop(reasonDecrypt)
 		return refused()
 	}
-	var env envelope
+	var env larkapi.Envelope
 	if err := json.Unmarshal(plain, &env); err != nil {
 		c.met.drop(reasonDecrypt)
 		return refused()
@@ -117,11 +109,11 @@ func (c *Channel) HandleEvent(ctx context.Context, header http.Header, body []by
 		// With an encrypt key every callback is signed, the challenge included: answering an
 		// unsigned one would let anyone who learnt the verification token (it travels in every
 		// event body) point this app's callback at a server of theirs.
-		if b.encryptKey != "" && !validSignature(header, body, b.encryptKey) {
+		if b.encryptKey != "" && !larkapi.ValidSignature(header, body, b.encryptKey) {
 			c.met.drop(reasonSignature)
 			return refused()
 		}
-		if !equalSecret(env.Token, b.token) {
+		if !larkapi.EqualSecret(env.Token, b.token) {
 			c.met.drop(reasonToken)
 			return refused()
 		}
@@ -134,17 +126,17 @@ func (c *Channel) HandleEvent(ctx context.Context, header http.Header, body []by
 	}
 	h := env.Header
 	// The token first: it is the one check every event carries.
-	if !equalSecret(h.Token, b.token) {
+	if !larkapi.EqualSecret(h.Token, b.token) {
 		c.met.drop(reasonToken)
 		return refused()
 	}
 	if b.encryptKey != "" {
-		if !validSignature(header, body, b.encryptKey) {
+		if !larkapi.ValidSignature(header, body, b.encryptKey) {
 			c.met.drop(reasonSignature)
 			return refused()
 		}
 	}
-	if !equalSecret(h.AppID, b.appID) {
+	if !larkapi.EqualSecret(h.AppID, b.appID) {
 		c.met.drop(reasonApp)
 		return refused()
 	}
@@ -160,12 +152,7 @@ func (c *Channel) HandleEvent(ctx context.Context, header http.Header, body []by
 		c.met.drop(reasonEventType)
 		return okResponse
 	}
-	var data larkim.P2MessageReceiveV1Data
-	if err := json.Unmarshal(env.Event, &data); err != nil {
-		c.met.drop(reasonMalformed)
-		return okResponse
-	}
-	msg, reason := parseMessage(&data, b.botOpenID, c.cfg.MaxTextChars, c.cfg.MaxImages)
+	msg, reason := larkapi.ParseMessage(env.Event, b.botOpenID, c.cfg.MaxTextChars, c.cfg.MaxImages)
 	if reason != "" {
 		c.met.drop(reason)
 		return okResponse
@@ -175,7 +162,7 @@ func (c *Channel) HandleEvent(ctx context.Context, header http.Header, body []by
 		return okResponse
 	}
 	// Pairing: an exact "/pair xxxx-xxxx" in a direct chat, with or without a mention.
-	if msg.ChatType == chatP2P && msg.MessageType == "text" {
+	if msg.ChatType == larkapi.ChatP2P && msg.MessageType == "text" {
 		if code, ok := pairCommand(msg.Text); ok {
 			return c.redeemPairing(ctx, b, h.EventID, msg, code)
 		}
@@ -255,7 +242,7 @@ func (c *Channel) admit(ctx context.Context, eventID, messageID string, then fun
 // on every retry); without one, the event's own create_time, which is inside the body the
 // verification token vouches for. The header is then unsigned and ignored: anyone replaying a
 // captured event could set it to now.
-func (c *Channel) fresh(header http.Header, h *larkevent.EventHeader, signed bool) bool {
+func (c *Channel) fresh(header http.Header, h *larkapi.EventHeader, signed bool) bool {
 	var at time.Time
 	if signed {
 		sec, err := strconv.ParseInt(header.Get(HeaderTimestamp), 10, 64)
@@ -275,25 +262,4 @@ func (c *Channel) fresh(header http.Header, h *larkevent.EventHeader, signed boo
 		d = -d
 	}
 	return d <= c.cfg.ReplayWindow
-}
-
-// validSignature checks X-Lark-Signature = hex(sha256(timestamp + nonce + encrypt key + body))
-// in constant time.
-func validSignature(header http.Header, body []byte, encryptKey string) bool {
-	ts, nonce, sig := header.Get(HeaderTimestamp), header.Get(HeaderNonce), header.Get(HeaderSignature)
-	if ts == "" || nonce == "" || sig == "" {
-		return false
-	}
-	want := larkevent.Signature(ts, nonce, encryptKey, string(body))
-	got, err := hex.DecodeString(strings.ToLower(sig))
-	if err != nil {
-		return false
-	}
-	w, _ := hex.DecodeString(want)
-	return subtle.ConstantTimeCompare(got, w) == 1
-}
-
-// equalSecret compares in constant time; empty never matches.
-func equalSecret(a, b string) bool {
-	return a != "" && b != "" && subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pixie-dev/pixie/internal/channel/lark/larkapi"
 	"github.com/pixie-dev/pixie/internal/store"
 )
 
@@ -52,7 +53,7 @@ func TestEncryptedAndPlainEvents(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, tc.opts...)
 			h.allow(alice)
-			e := h.text(alice, "oc_group1", chatGroup, "what does the build do?", true)
+			e := h.text(alice, "oc_group1", larkapi.ChatGroup, "what does the build do?", true)
 			if resp := h.send(e); resp.Status != http.StatusOK {
 				t.Fatalf("event: %d %s", resp.Status, resp.Body)
 			}
@@ -71,7 +72,7 @@ func TestAuthenticationRefusals(t *testing.T) {
 	h := newHarness(t)
 	h.allow(alice)
 	good := func() (ev, []byte, http.Header) {
-		e := h.text(alice, "oc_g", chatGroup, "hi", true)
+		e := h.text(alice, "oc_g", larkapi.ChatGroup, "hi", true)
 		body, hdr := h.wire(e.body())
 		return e, body, hdr
 	}
@@ -162,7 +163,7 @@ func TestReplayWindowEdge(t *testing.T) {
 		{DefaultReplayWindow, http.StatusOK},
 		{DefaultReplayWindow + time.Second, http.StatusUnauthorized},
 	} {
-		e := h.text(alice, "oc_edge", chatGroup, "hi", true)
+		e := h.text(alice, "oc_edge", larkapi.ChatGroup, "hi", true)
 		body, hdr := h.wire(e.body())
 		ts := strconv.FormatInt(h.clock.Now().Add(-tc.age).Unix(), 10)
 		hdr.Set(HeaderTimestamp, ts)
@@ -176,7 +177,7 @@ func TestReplayWindowEdge(t *testing.T) {
 func TestPlainModeUsesEventTimeForTheWindow(t *testing.T) {
 	h := newHarness(t, plain)
 	h.allow(alice)
-	e := h.text(alice, "oc_p", chatGroup, "hi", true)
+	e := h.text(alice, "oc_p", larkapi.ChatGroup, "hi", true)
 	e.created = h.clock.Now().Add(-DefaultReplayWindow - time.Minute)
 	if resp := h.send(e); resp.Status != http.StatusUnauthorized || h.drops(reasonStale) != 1 {
 		t.Fatalf("stale plain event: %d, stale drops %d", resp.Status, h.drops(reasonStale))
@@ -186,7 +187,7 @@ func TestPlainModeUsesEventTimeForTheWindow(t *testing.T) {
 func TestDeduplication(t *testing.T) {
 	h := newHarness(t)
 	h.allow(alice)
-	e := h.text(alice, "oc_dup", chatGroup, "first", true)
+	e := h.text(alice, "oc_dup", larkapi.ChatGroup, "first", true)
 	if resp := h.send(e); resp.Status != http.StatusOK {
 		t.Fatal(resp.Status)
 	}
@@ -216,7 +217,7 @@ func TestDeduplication(t *testing.T) {
 func TestDedupKeysExpire(t *testing.T) {
 	h := newHarness(t, withConfig(func(c *Config) { c.DedupTTL = time.Second }))
 	h.allow(alice)
-	e := h.text(alice, "oc_ttl", chatGroup, "q", true)
+	e := h.text(alice, "oc_ttl", larkapi.ChatGroup, "q", true)
 	h.send(e)
 	var raw []byte
 	_ = h.st.View(context.Background(), func(tx *store.Tx) error {
@@ -245,41 +246,41 @@ func TestAdmissionDrops(t *testing.T) {
 		make   func() ev
 	}{
 		{"mention of someone else", reasonNotMentioned, func() ev {
-			e := h.text(alice, "oc_a", chatGroup, "@_user_1 hello", false)
+			e := h.text(alice, "oc_a", larkapi.ChatGroup, "@_user_1 hello", false)
 			e.mentions = []map[string]any{{"key": "@_user_1", "name": "Bob", "id": map[string]string{"open_id": bob}}}
 			return e
 		}},
-		{"no mention at all", reasonNotMentioned, func() ev { return h.text(alice, "oc_a", chatGroup, "hello", false) }},
-		{"direct message without a mention", reasonNotMentioned, func() ev { return h.text(alice, "oc_dm", chatP2P, "hello", false) }},
+		{"no mention at all", reasonNotMentioned, func() ev { return h.text(alice, "oc_a", larkapi.ChatGroup, "hello", false) }},
+		{"direct message without a mention", reasonNotMentioned, func() ev { return h.text(alice, "oc_dm", larkapi.ChatP2P, "hello", false) }},
 		{"@all", reasonNotMentioned, func() ev {
-			e := h.text(alice, "oc_a", chatGroup, "@_all hello", false)
+			e := h.text(alice, "oc_a", larkapi.ChatGroup, "@_all hello", false)
 			e.mentions = []map[string]any{{"key": "@_all", "name": "所有人", "id": map[string]string{}}}
 			return e
 		}},
 		{"bot sender", reasonSender, func() ev {
-			e := h.text(alice, "oc_a", chatGroup, "hello", true)
+			e := h.text(alice, "oc_a", larkapi.ChatGroup, "hello", true)
 			e.senderType = "app"
 			return e
 		}},
-		{"sender without open_id", reasonSender, func() ev { return h.text("", "oc_a", chatGroup, "hello", true) }},
+		{"sender without open_id", reasonSender, func() ev { return h.text("", "oc_a", larkapi.ChatGroup, "hello", true) }},
 		{"unsupported type", reasonMessageType, func() ev {
-			e := h.text(alice, "oc_a", chatGroup, "", true)
+			e := h.text(alice, "oc_a", larkapi.ChatGroup, "", true)
 			e.msgType, e.content = "file", `{"file_key":"f1","file_name":"a.zip"}`
 			return e
 		}},
 		{"sticker", reasonMessageType, func() ev {
-			e := h.text(alice, "oc_a", chatGroup, "", true)
+			e := h.text(alice, "oc_a", larkapi.ChatGroup, "", true)
 			e.msgType, e.content = "sticker", `{"file_key":"s1"}`
 			return e
 		}},
-		{"only the mention", reasonEmpty, func() ev { return h.text(alice, "oc_a", chatGroup, "", true) }},
+		{"only the mention", reasonEmpty, func() ev { return h.text(alice, "oc_a", larkapi.ChatGroup, "", true) }},
 		{"before the watermark", reasonWatermark, func() ev {
-			e := h.text(alice, "oc_a", chatGroup, "old", true)
+			e := h.text(alice, "oc_a", larkapi.ChatGroup, "old", true)
 			e.created = h.ch.started.Add(-DefaultStartSkew - time.Second)
 			return e
 		}},
 		{"another event type", reasonEventType, func() ev {
-			e := h.text(alice, "oc_a", chatGroup, "x", true)
+			e := h.text(alice, "oc_a", larkapi.ChatGroup, "x", true)
 			e.eventType = "im.chat.member.bot.added_v1"
 			return e
 		}},
@@ -296,7 +297,7 @@ func TestAdmissionDrops(t *testing.T) {
 		})
 	}
 	// Just at the watermark is accepted.
-	e := h.text(alice, "oc_w", chatGroup, "at the mark", true)
+	e := h.text(alice, "oc_w", larkapi.ChatGroup, "at the mark", true)
 	e.created = h.ch.started.Add(-DefaultStartSkew)
 	h.send(e)
 	h.waitCurrent("oc_w", e.messageID)
@@ -311,21 +312,21 @@ func TestWhoMayAsk(t *testing.T) {
 	ctx := context.Background()
 
 	// Bob cannot bootstrap a group.
-	h.send(h.text(bob, "oc_team", chatGroup, "anyone?", true))
+	h.send(h.text(bob, "oc_team", larkapi.ChatGroup, "anyone?", true))
 	waitFor(t, "not_allowed drop", func() bool { return h.drops(reasonNotAllowed) == 1 })
 
 	// Alice can; then Bob may ask there.
-	ea := h.text(alice, "oc_team", chatGroup, "set up", true)
+	ea := h.text(alice, "oc_team", larkapi.ChatGroup, "set up", true)
 	h.send(ea)
 	h.waitCurrent("oc_team", ea.messageID)
-	eb := h.text(bob, "oc_team", chatGroup, "my question", true)
+	eb := h.text(bob, "oc_team", larkapi.ChatGroup, "my question", true)
 	h.send(eb)
 	waitFor(t, "bob queued", func() bool { return h.locusOf("oc_team").Queued == 1 })
 
 	// Direct messages are allowlist-only.
-	h.send(h.text(bob, "oc_dm_bob", chatP2P, "psst", true))
+	h.send(h.text(bob, "oc_dm_bob", larkapi.ChatP2P, "psst", true))
 	waitFor(t, "dm drop", func() bool { return h.drops(reasonDMNotAllowed) == 1 })
-	ed := h.text(alice, "oc_dm_alice", chatP2P, "hello", true)
+	ed := h.text(alice, "oc_dm_alice", larkapi.ChatP2P, "hello", true)
 	h.send(ed)
 	h.waitCurrent("oc_dm_alice", ed.messageID)
 
@@ -334,13 +335,13 @@ func TestWhoMayAsk(t *testing.T) {
 	if _, err := h.ch.UpdateLocus(ctx, l.ID, LocusUpdate{ToolTier: TierShell}); err != nil {
 		t.Fatal(err)
 	}
-	h.send(h.text(bob, "oc_team", chatGroup, "again", true))
+	h.send(h.text(bob, "oc_team", larkapi.ChatGroup, "again", true))
 	waitFor(t, "shell-tier drop", func() bool { return h.drops(reasonShellTier) == 1 })
-	h.send(h.text(alice, "oc_team", chatGroup, "me again", true))
+	h.send(h.text(alice, "oc_team", larkapi.ChatGroup, "me again", true))
 	waitFor(t, "alice queued in the shell-tier entry", func() bool { return h.locusOf("oc_team").Queued == 2 })
 
 	// Bob's control command is dropped, not forwarded.
-	h.send(h.text(bob, "oc_team", chatGroup, "/unbind", true))
+	h.send(h.text(bob, "oc_team", larkapi.ChatGroup, "/unbind", true))
 	waitFor(t, "command drop", func() bool { return h.drops(reasonCommand) == 1 })
 	if q := h.locusOf("oc_team").Queued; q != 2 {
 		t.Fatalf("bob's command was queued as a question: queued %d", q)
@@ -353,7 +354,7 @@ func TestWhoMayAsk(t *testing.T) {
 func TestTopicIsItsOwnEntry(t *testing.T) {
 	h := newHarness(t)
 	h.allow(alice)
-	e := h.text(alice, "oc_topics", chatTopicGroup, "in a topic", true)
+	e := h.text(alice, "oc_topics", larkapi.ChatTopicGroup, "in a topic", true)
 	e.threadID = "omt_1"
 	h.send(e)
 	h.waitCurrent("oc_topics#omt_1", e.messageID)
@@ -363,7 +364,7 @@ func TestTopicIsItsOwnEntry(t *testing.T) {
 		t.Fatalf("topic and group children must be siblings under one main session: %+v / %+v", topic, group)
 	}
 	// A member who is not allowlisted cannot open a new topic entry.
-	e2 := h.text(bob, "oc_topics", chatTopicGroup, "new topic", true)
+	e2 := h.text(bob, "oc_topics", larkapi.ChatTopicGroup, "new topic", true)
 	e2.threadID = "omt_2"
 	h.send(e2)
 	waitFor(t, "topic bootstrap refused", func() bool { return h.drops(reasonNotAllowed) == 1 })
@@ -372,7 +373,7 @@ func TestTopicIsItsOwnEntry(t *testing.T) {
 func TestNoDefaultWorkspace(t *testing.T) {
 	h := newHarness(t, withConfig(func(c *Config) { c.DefaultWorkspace = "/nonexistent/pixie-workspace" }))
 	h.allow(alice)
-	h.send(h.text(alice, "oc_nows", chatGroup, "hi", true))
+	h.send(h.text(alice, "oc_nows", larkapi.ChatGroup, "hi", true))
 	waitFor(t, "no_workspace drop", func() bool { return h.drops(reasonNoWorkspace) == 1 })
 	st := h.ch.Status(context.Background())
 	if st.WorkspaceOK || len(st.Warnings) == 0 || !st.Available {
@@ -395,7 +396,7 @@ func TestChannelUnavailable(t *testing.T) {
 	t.Run("turned off", func(t *testing.T) {
 		h := newHarness(t, withConfig(func(c *Config) { c.Enabled = false }))
 		h.allow(alice)
-		resp := h.send(h.text(alice, "oc_x", chatGroup, "hi", true))
+		resp := h.send(h.text(alice, "oc_x", larkapi.ChatGroup, "hi", true))
 		if resp.Status != http.StatusServiceUnavailable || h.drops(reasonUnavailable) != 1 {
 			t.Fatalf("off channel: %d, drops %d", resp.Status, h.drops(reasonUnavailable))
 		}
@@ -433,7 +434,7 @@ func TestChannelUnavailable(t *testing.T) {
 		if st.Available || st.Problem == "" {
 			t.Fatalf("a binding missing its token must be unavailable: %+v", st)
 		}
-		if resp := h.send(h.text(alice, "oc_x", chatGroup, "hi", true)); resp.Status != http.StatusServiceUnavailable {
+		if resp := h.send(h.text(alice, "oc_x", larkapi.ChatGroup, "hi", true)); resp.Status != http.StatusServiceUnavailable {
 			t.Fatalf("event on an incomplete binding: %d", resp.Status)
 		}
 	})
@@ -495,7 +496,7 @@ func TestReplayWindowWithoutAKeyIgnoresTheUnsignedHeader(t *testing.T) {
 		{"fresh event, stale header", now, now.Add(-time.Hour), http.StatusOK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := h.text(alice, "oc_replay", chatGroup, "hi", true)
+			e := h.text(alice, "oc_replay", larkapi.ChatGroup, "hi", true)
 			e.created = tc.created
 			body, hdr := h.wire(e.body())
 			if !tc.header.IsZero() {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/pixie-dev/pixie/internal/channel/lark/larkapi"
 	"github.com/pixie-dev/pixie/internal/store"
 )
 
@@ -89,13 +90,13 @@ func (c *Channel) process(ctx context.Context, in inbound) error {
 		if err != nil {
 			return err
 		}
-		l, active, err := activeLocus(tx, msg.entryKey())
+		l, active, err := activeLocus(tx, msg.EntryKey())
 		if err != nil {
 			return err
 		}
 		if !allowed {
 			switch {
-			case msg.ChatType == chatP2P:
+			case msg.ChatType == larkapi.ChatP2P:
 				reason = reasonDMNotAllowed
 			case !active:
 				reason = reasonNotAllowed

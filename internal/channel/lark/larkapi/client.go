@@ -1,10 +1,15 @@
-package lark
+// Package larkapi is Pixie's side of the Lark (Feishu) Open API and the only package that
+// imports Lark's SDK: the outbound client (replies, reactions, image downloads, member
+// listings, group creation, the credential check), the parsing of a received message event,
+// the rendering of @mentions against a chat's members, and the parts of webhook verification
+// that are Lark's protocol (decryption, the signature, constant-time token comparison). No SDK
+// type leaves it. The channel itself (admission, Loci, Deliveries) is package lark.
+package larkapi
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -27,9 +32,9 @@ const (
 // maxResponseBytes caps any response body read from Lark (images are capped lower by config).
 const maxResponseBytes = 32 << 20
 
-// api is the outbound side: the official SDK client, with every answer checked with Success().
-// No SDK type leaves this file.
-type api struct {
+// Client is the outbound side: the official SDK client, with every answer checked with
+// Success(). It is safe for concurrent use.
+type Client struct {
 	cli *lark.Client
 }
 
@@ -81,7 +86,9 @@ func (b *cappedBody) Read(p []byte) (int, error) {
 
 func (b *cappedBody) Close() error { return b.rc.Close() }
 
-func newAPI(baseURL, appID, secret string, timeout time.Duration) *api {
+// New returns a client of the app appID at baseURL (Lark's or Feishu's open platform, or a
+// fake); timeout bounds each HTTP request.
+func New(baseURL, appID, secret string, timeout time.Duration) *Client {
 	hc := &http.Client{Timeout: timeout, Transport: cappedTransport{base: http.DefaultTransport}}
 	cli := lark.NewClient(appID, secret,
 		lark.WithOpenBaseUrl(strings.TrimRight(baseURL, "/")),
@@ -89,7 +96,7 @@ func newAPI(baseURL, appID, secret string, timeout time.Duration) *api {
 		lark.WithLogger(quietLogger{}),
 		lark.WithLogLevel(larkcore.LogLevelError),
 	)
-	return &api{cli: cli}
+	return &Client{cli: cli}
 }
 
 // larkErr turns a Lark answer with a non-zero code into a coded error (the message Lark gives
@@ -116,9 +123,9 @@ type botInfo struct {
 	} `json:"bot"`
 }
 
-// verify proves the app id and secret by fetching a fresh tenant token (never a cached one) and
+// Verify proves the app id and secret by fetching a fresh tenant token (never a cached one) and
 // then the bot's own identity with it.
-func (a *api) verify(ctx context.Context, appID, secret string) (openID, name string, err error) {
+func (a *Client) Verify(ctx context.Context, appID, secret string) (openID, name string, err error) {
 	tr, err := a.cli.GetTenantAccessTokenBySelfBuiltApp(ctx, &larkcore.SelfBuiltTenantAccessTokenReq{AppID: appID, AppSecret: secret})
 	if err != nil {
 		return "", "", transportErr("the tenant token request", err)
@@ -138,14 +145,14 @@ func (a *api) verify(ctx context.Context, appID, secret string) (openID, name st
 	if bi.Code != 0 {
 		return "", "", larkErr("the bot info request", bi.Code, bi.Msg)
 	}
-	if !validOpenID(bi.Bot.OpenID) {
+	if !ValidOpenID(bi.Bot.OpenID) {
 		return "", "", errs.New(errs.Upstream, "Lark's bot info has no usable open_id: is the bot capability enabled for this app?")
 	}
 	return bi.Bot.OpenID, bi.Bot.AppName, nil
 }
 
-// reply answers messageID with a text message; uuid makes a retried reply idempotent.
-func (a *api) reply(ctx context.Context, messageID, text, uuid string) (string, error) {
+// Reply answers messageID with a text message; uuid makes a retried reply idempotent.
+func (a *Client) Reply(ctx context.Context, messageID, text, uuid string) (string, error) {
 	content, err := json.Marshal(map[string]string{"text": text})
 	if err != nil {
 		return "", err
@@ -168,8 +175,8 @@ func (a *api) reply(ctx context.Context, messageID, text, uuid string) (string, 
 	return *resp.Data.MessageId, nil
 }
 
-// addReaction puts emoji on messageID and returns the reaction id.
-func (a *api) addReaction(ctx context.Context, messageID, emoji string) (string, error) {
+// AddReaction puts emoji on messageID and returns the reaction id.
+func (a *Client) AddReaction(ctx context.Context, messageID, emoji string) (string, error) {
 	req := larkim.NewCreateMessageReactionReqBuilder().MessageId(messageID).
 		Body(larkim.NewCreateMessageReactionReqBodyBuilder().
 			ReactionType(larkim.NewEmojiBuilder().EmojiType(emoji).Build()).Build()).Build()
@@ -186,8 +193,8 @@ func (a *api) addReaction(ctx context.Context, messageID, emoji string) (string,
 	return *resp.Data.ReactionId, nil
 }
 
-// deleteReaction removes a reaction the bot added.
-func (a *api) deleteReaction(ctx context.Context, messageID, reactionID string) error {
+// DeleteReaction removes a reaction the bot added.
+func (a *Client) DeleteReaction(ctx context.Context, messageID, reactionID string) error {
 	req := larkim.NewDeleteMessageReactionReqBuilder().MessageId(messageID).ReactionId(reactionID).Build()
 	resp, err := a.cli.Im.MessageReaction.Delete(ctx, req)
 	if err != nil {
@@ -199,8 +206,8 @@ func (a *api) deleteReaction(ctx context.Context, messageID, reactionID string) 
 	return nil
 }
 
-// download fetches an image of messageID; more than max bytes is refused.
-func (a *api) download(ctx context.Context, messageID, key string, max int64) ([]byte, error) {
+// Download fetches an image of messageID; more than max bytes is refused.
+func (a *Client) Download(ctx context.Context, messageID, key string, max int64) ([]byte, error) {
 	req := larkim.NewGetMessageResourceReqBuilder().MessageId(messageID).FileKey(key).Type("image").Build()
 	resp, err := a.cli.Im.MessageResource.Get(ctx, req)
 	if err != nil {
@@ -222,8 +229,8 @@ func (a *api) download(ctx context.Context, messageID, key string, max int64) ([
 	return data, nil
 }
 
-// member is one chat member (bots are not listed by Lark).
-type member struct {
+// Member is one chat member (bots are not listed by Lark).
+type Member struct {
 	OpenID string `json:"openId"`
 	Name   string `json:"name"`
 }
@@ -231,9 +238,9 @@ type member struct {
 // maxMemberPages bounds the member listing (100 per page: 5000 members).
 const maxMemberPages = 50
 
-// members lists chatID's members by open_id, following pages.
-func (a *api) members(ctx context.Context, chatID string) ([]member, error) {
-	var out []member
+// Members lists chatID's members by open_id, following pages.
+func (a *Client) Members(ctx context.Context, chatID string) ([]Member, error) {
+	var out []Member
 	token := ""
 	for page := 0; page < maxMemberPages; page++ {
 		b := larkim.NewGetChatMembersReqBuilder().ChatId(chatID).MemberIdType("open_id").PageSize(100)
@@ -254,7 +261,7 @@ func (a *api) members(ctx context.Context, chatID string) ([]member, error) {
 			if it == nil || it.MemberId == nil {
 				continue
 			}
-			m := member{OpenID: *it.MemberId}
+			m := Member{OpenID: *it.MemberId}
 			if it.Name != nil {
 				m.Name = *it.Name
 			}
@@ -268,9 +275,9 @@ func (a *api) members(ctx context.Context, chatID string) ([]member, error) {
 	return out, nil
 }
 
-// createChat creates a private group with the bot in it and the person added; uuid makes a
+// CreateChat creates a private group with the bot in it and the person added; uuid makes a
 // retried creation idempotent on Lark's side.
-func (a *api) createChat(ctx context.Context, name, description, personOpenID, uuid string) (string, error) {
+func (a *Client) CreateChat(ctx context.Context, name, description, personOpenID, uuid string) (string, error) {
 	body := larkim.NewCreateChatReqBodyBuilder().Name(name).Description(description).
 		UserIdList([]string{personOpenID}).ChatMode("group").ChatType("private").Build()
 	b := larkim.NewCreateChatReqBuilder().UserIdType("open_id").Body(body)
@@ -290,8 +297,8 @@ func (a *api) createChat(ctx context.Context, name, description, personOpenID, u
 	return *resp.Data.ChatId, nil
 }
 
-// validOpenID reports whether s looks like an open_id (ou_ followed by id characters).
-func validOpenID(s string) bool {
+// ValidOpenID reports whether s looks like an open_id (ou_ followed by id characters).
+func ValidOpenID(s string) bool {
 	if !strings.HasPrefix(s, "ou_") || len(s) < 4 || len(s) > 128 {
 		return false
 	}
@@ -301,12 +308,4 @@ func validOpenID(s string) bool {
 		}
 	}
 	return true
-}
-
-func describeErr(err error) string {
-	var e *errs.Error
-	if errors.As(err, &e) {
-		return e.Message
-	}
-	return fmt.Sprintf("%v", err)
 }

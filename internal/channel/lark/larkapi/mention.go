@@ -1,4 +1,4 @@
-package lark
+package larkapi
 
 import (
 	"context"
@@ -14,36 +14,40 @@ import (
 // memberTTL is how long a chat's member list is reused.
 const memberTTL = 5 * time.Minute
 
+// maxCachedChats is how many chats' member lists MemberCache keeps before it starts afresh.
+const maxCachedChats = 1000
+
 type memberEntry struct {
 	at   time.Time
-	list []member
+	list []Member
 }
 
-// memberCache keeps chat member lists briefly (mention rendering, sender names).
-type memberCache struct {
+// MemberCache keeps chat member lists briefly (mention rendering, sender names). The zero
+// value is ready to use; it is safe for concurrent use.
+type MemberCache struct {
 	mu sync.Mutex
 	m  map[string]memberEntry
 }
 
-// chatMembers returns chatID's members, from the cache when fresh.
-func (c *Channel) chatMembers(ctx context.Context, a *api, chatID string) ([]member, error) {
-	now := c.now()
-	c.members.mu.Lock()
-	e, ok := c.members.m[chatID]
-	c.members.mu.Unlock()
+// Members returns chatID's members through a, from the cache when fetched less than five
+// minutes before now.
+func (mc *MemberCache) Members(ctx context.Context, a *Client, chatID string, now time.Time) ([]Member, error) {
+	mc.mu.Lock()
+	e, ok := mc.m[chatID]
+	mc.mu.Unlock()
 	if ok && now.Sub(e.at) < memberTTL {
 		return e.list, nil
 	}
-	list, err := a.members(ctx, chatID)
+	list, err := a.Members(ctx, chatID)
 	if err != nil {
 		return nil, err
 	}
-	c.members.mu.Lock()
-	if len(c.members.m) > 1000 {
-		c.members.m = map[string]memberEntry{}
+	mc.mu.Lock()
+	if mc.m == nil || len(mc.m) > maxCachedChats {
+		mc.m = map[string]memberEntry{}
 	}
-	c.members.m[chatID] = memberEntry{at: now, list: list}
-	c.members.mu.Unlock()
+	mc.m[chatID] = memberEntry{at: now, list: list}
+	mc.mu.Unlock()
 	return list, nil
 }
 
@@ -52,10 +56,10 @@ func (c *Channel) chatMembers(ctx context.Context, a *api, chatID string) ([]mem
 // destination such as <at user_id="all">).
 var atTag = regexp.MustCompile(`(?is)</?at\b[^>]*>`)
 
-// renderMentions turns "@Name" into a real mention when Name is exactly one member's name. The
+// RenderMentions turns "@Name" into a real mention when Name is exactly one member's name. The
 // longest member name that follows the "@" is taken; when two members share it, the text stays
 // as written. An "@" inside a word (an e-mail address) is left alone.
-func renderMentions(text string, members []member) string {
+func RenderMentions(text string, members []Member) string {
 	text = atTag.ReplaceAllString(text, "")
 	if len(members) == 0 || !strings.Contains(text, "@") {
 		return text
@@ -63,7 +67,7 @@ func renderMentions(text string, members []member) string {
 	count := map[string]int{}
 	byName := map[string]string{}
 	for _, m := range members {
-		if m.Name == "" || !validOpenID(m.OpenID) {
+		if m.Name == "" || !ValidOpenID(m.OpenID) {
 			continue
 		}
 		count[m.Name]++

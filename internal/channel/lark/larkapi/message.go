@@ -1,4 +1,4 @@
-package lark
+package larkapi
 
 import (
 	"encoding/json"
@@ -12,14 +12,23 @@ import (
 
 // Chat types as Lark names them.
 const (
-	chatP2P        = "p2p"
-	chatGroup      = "group"
-	chatTopicGroup = "topic_group"
+	ChatP2P        = "p2p"
+	ChatGroup      = "group"
+	ChatTopicGroup = "topic_group"
 )
 
-// message is the part of an im.message.receive_v1 event Pixie keeps: no raw payload, no
+// Reasons ParseMessage gives for an event it does not take (the channel's drop reasons of the
+// same names).
+const (
+	ReasonMalformed   = "malformed"    // a receive event missing required parts
+	ReasonSender      = "sender"       // the sender is not a real user
+	ReasonMessageType = "message_type" // an unsupported message type
+	ReasonEmpty       = "empty"        // nothing left to answer after removing the mention
+)
+
+// Message is the part of an im.message.receive_v1 event Pixie keeps: no raw payload, no
 // mention table beyond what admission and rendering need.
-type message struct {
+type Message struct {
 	MessageID    string    `json:"messageId"`
 	ChatID       string    `json:"chatId"`
 	ChatType     string    `json:"chatType"`
@@ -38,10 +47,11 @@ type message struct {
 	Truncated bool `json:"truncated,omitempty"`
 }
 
-// entryKey names the Lark entry the message belongs to: the chat, or a topic in it.
-func (m message) entryKey() string { return entryKey(m.ChatID, m.ThreadID) }
+// EntryKey names the Lark entry the message belongs to: the chat, or a topic in it.
+func (m Message) EntryKey() string { return EntryKey(m.ChatID, m.ThreadID) }
 
-func entryKey(chatID, threadID string) string {
+// EntryKey names the Lark entry of chatID and threadID ("" for the chat itself).
+func EntryKey(chatID, threadID string) string {
 	if threadID == "" {
 		return chatID
 	}
@@ -51,17 +61,27 @@ func entryKey(chatID, threadID string) string {
 // supportedTypes are the message types Pixie answers.
 var supportedTypes = map[string]bool{"text": true, "post": true, "image": true}
 
-// parseMessage turns the SDK's event data into a message. ok=false means the event is not a
-// well-formed user message (the reason says which part is missing).
-func parseMessage(ev *larkim.P2MessageReceiveV1Data, botOpenID string, maxChars, maxImages int) (m message, reason string) {
+// ParseMessage reads the event of an im.message.receive_v1 callback (its "event" object) into
+// a Message: the text cut to maxChars code points, at most maxImages images. A reason other than
+// "" means the event is not a well-formed user message with something to answer (the reason
+// says which part is missing or unsupported).
+func ParseMessage(event []byte, botOpenID string, maxChars, maxImages int) (Message, string) {
+	var data larkim.P2MessageReceiveV1Data
+	if err := json.Unmarshal(event, &data); err != nil {
+		return Message{}, ReasonMalformed
+	}
+	return parseMessage(&data, botOpenID, maxChars, maxImages)
+}
+
+func parseMessage(ev *larkim.P2MessageReceiveV1Data, botOpenID string, maxChars, maxImages int) (m Message, reason string) {
 	if ev == nil || ev.Message == nil || ev.Sender == nil {
-		return m, reasonMalformed
+		return m, ReasonMalformed
 	}
 	msg, snd := ev.Message, ev.Sender
-	if str(snd.SenderType) != "user" || snd.SenderId == nil || !validOpenID(str(snd.SenderId.OpenId)) {
-		return m, reasonSender
+	if str(snd.SenderType) != "user" || snd.SenderId == nil || !ValidOpenID(str(snd.SenderId.OpenId)) {
+		return m, ReasonSender
 	}
-	m = message{
+	m = Message{
 		MessageID:    str(msg.MessageId),
 		ChatID:       str(msg.ChatId),
 		ChatType:     str(msg.ChatType),
@@ -70,17 +90,17 @@ func parseMessage(ev *larkim.P2MessageReceiveV1Data, botOpenID string, maxChars,
 		MessageType:  str(msg.MessageType),
 	}
 	if m.MessageID == "" || m.ChatID == "" || len(m.MessageID) > 128 || len(m.ChatID) > 128 || len(m.ThreadID) > 128 {
-		return m, reasonMalformed
+		return m, ReasonMalformed
 	}
 	switch m.ChatType {
-	case chatP2P, chatGroup, chatTopicGroup:
+	case ChatP2P, ChatGroup, ChatTopicGroup:
 	default:
-		return m, reasonMalformed
+		return m, ReasonMalformed
 	}
 	if ms, err := strconv.ParseInt(str(msg.CreateTime), 10, 64); err == nil && ms > 0 {
 		m.CreatedAt = time.UnixMilli(ms).UTC()
 	} else {
-		return m, reasonMalformed
+		return m, ReasonMalformed
 	}
 	names := map[string]string{} // mention key → "@Name" (or "" for the bot)
 	for _, mn := range msg.Mentions {
@@ -99,11 +119,11 @@ func parseMessage(ev *larkim.P2MessageReceiveV1Data, botOpenID string, maxChars,
 		names[*mn.Key] = "@" + str(mn.Name)
 	}
 	if !supportedTypes[m.MessageType] {
-		return m, reasonMessageType
+		return m, ReasonMessageType
 	}
 	text, images, ok := parseContent(m.MessageType, str(msg.Content), names, botOpenID, &m.MentionsBot)
 	if !ok {
-		return m, reasonMalformed
+		return m, ReasonMalformed
 	}
 	text = strings.TrimSpace(collapseSpaces(text))
 	if cut := clip.Runes(text, maxChars); cut != text {
@@ -116,7 +136,7 @@ func parseMessage(ev *larkim.P2MessageReceiveV1Data, botOpenID string, maxChars,
 	}
 	m.Text, m.Images = text, images
 	if m.Text == "" && len(m.Images) == 0 {
-		return m, reasonEmpty
+		return m, ReasonEmpty
 	}
 	return m, ""
 }
