@@ -51,7 +51,7 @@ func (s *Service) lockScope(ctx context.Context, scope string) (func(), error) {
 		if err == nil {
 			break
 		}
-		if !errors.Is(err, errScopeBusy) {
+		if !errors.Is(err, errScopeBusy) && ctx.Err() == nil {
 			unlock()
 			return nil, errs.Wrap(errs.Internal, err, "the scope's lock could not be taken")
 		}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
@@ -227,10 +228,26 @@ func TestThreeReplicas(t *testing.T) {
 		// A's stream saw every one of them added and consumed, in revision order.
 		added, consumed := map[string]bool{}, map[string]bool{}
 		var last uint64
+		var streamed []byte // the newest state frame of A's stream
+		drain := func() {
+			for {
+				select {
+				case ev := <-events:
+					if ev.name == hint.EventState {
+						streamed = ev.data
+					}
+				default:
+					return
+				}
+			}
+		}
 		eventually(t, 30*time.Second, "A's stream caught up", func() bool {
 			for {
 				select {
 				case ev := <-events:
+					if ev.name == hint.EventState {
+						streamed = ev.data
+					}
 					if ev.name != hint.EventHint {
 						continue
 					}
@@ -262,6 +279,23 @@ func TestThreeReplicas(t *testing.T) {
 		if last <= base {
 			t.Fatal("no revision moved")
 		}
+		// The polling fallback (GET /v1/hints/state, what the hint bar reads without
+		// EventSource) agrees on every replica with what A's stream last sent.
+		eventually(t, 10*time.Second, "every replica's polled state is A's streamed one", func() bool {
+			drain()
+			var want hint.Snapshot
+			if json.Unmarshal(streamed, &want) != nil || want.Revision < last {
+				return false
+			}
+			for i := range c.reps {
+				var got hint.Snapshot
+				c.must(i, http.MethodGet, "/v1/hints/state", nil, &got)
+				if !reflect.DeepEqual(got, want) {
+					return false
+				}
+			}
+			return true
+		})
 	})
 
 	t.Run("kill -9 of a replica during a burst loses nothing acknowledged", func(t *testing.T) {
@@ -415,6 +449,34 @@ func TestThreeReplicas(t *testing.T) {
 		c.must(A, http.MethodGet, "/v1/channel/lark/loci/"+loci[0].ID, nil, &det)
 		if len(det.Deliveries) != 1 || lark.count("reply om_scale_1") != 1 || lark.count("react om_scale_1 OnIt") != 1 {
 			t.Fatalf("%d deliveries, %d replies, %d working reactions", len(det.Deliveries), lark.count("reply om_scale_1"), lark.count("react om_scale_1 OnIt"))
+		}
+	})
+
+	t.Run("no replica wrote the database password to its output or home", func(t *testing.T) {
+		pw := redact.Password(c.url)
+		if len(pw) < 8 {
+			t.Skipf("the test server's password %q is too short to search for", pw)
+		}
+		for i, p := range c.reps {
+			if strings.Contains(p.Stdout.String()+p.Stderr.String(), pw) {
+				t.Fatalf("replica %d logged the database password", i)
+			}
+			err := filepath.WalkDir(p.Home, func(path string, d os.DirEntry, err error) error {
+				if err != nil || !d.Type().IsRegular() {
+					return err
+				}
+				raw, err := os.ReadFile(path)
+				if err != nil {
+					return err
+				}
+				if strings.Contains(string(raw), pw) {
+					t.Errorf("replica %d's %s holds the database password", i, path)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
 		}
 	})
 }

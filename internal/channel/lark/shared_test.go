@@ -1,8 +1,11 @@
 package lark
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -72,6 +75,7 @@ func TestTwoReplicas(t *testing.T) {
 	harnessStore = func(t testing.TB) *store.Store { return openPG(t, url) }
 	h := newHarness(t)
 	harnessStore = nil
+	h.clock.Add(time.Minute) // b starts a minute after a: it adopts a's start all the same
 	b := h.replica(url)
 	a := h.ch
 	if !a.started.Equal(b.started) {
@@ -140,6 +144,22 @@ func TestTwoReplicas(t *testing.T) {
 	if st := b.Status(context.Background()); !st.Pairing.Pending {
 		t.Fatal("the other replica does not know the pending code")
 	}
+	// The database holds the code salted and hashed, never as minted, with the TTL.
+	var raw []byte
+	if err := a.st.View(context.Background(), func(tx *store.Tx) (err error) {
+		raw, err = tx.GetRaw("lark-pair/" + pairID)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	bare := strings.ReplaceAll(pc.Code, "-", "")
+	if pc.Code == "" || bytes.Contains(bytes.ToLower(raw), bytes.ToLower([]byte(pc.Code))) || bytes.Contains(bytes.ToLower(raw), bytes.ToLower([]byte(bare))) {
+		t.Fatalf("the stored pairing record %s holds the code %q", raw, pc.Code)
+	}
+	var rec pairRecord
+	if err := json.Unmarshal(raw, &rec); err != nil || rec.Hash != hashCode(rec.Salt, pc.Code) || len(rec.Salt) < 32 {
+		t.Fatalf("pairing record %s: %v", raw, err)
+	}
 	e1 := h.text(bob, "oc_dm_bob", larkapi.ChatP2P, pc.Command, false)
 	e2 := h.text(carol, "oc_dm_carol", larkapi.ChatP2P, pc.Command, false)
 	wg.Add(2)
@@ -160,5 +180,20 @@ func TestTwoReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "unbind seen by the other replica", func() bool { return a.binding() == nil })
+
+	// Only a start after the whole cluster stopped (its record expired: deleted here) moves the
+	// watermark; a replica joining a running one keeps it.
+	h.clock.Add(time.Minute)
+	c := h.replica(url)
+	if !c.started.Equal(a.started) {
+		t.Fatalf("a replica joining the running cluster moved the watermark: %v / %v", c.started, a.started)
+	}
+	if err := a.st.Update(context.Background(), func(tx *store.Tx) error { return colMeta.Delete(tx, epochID) }); err != nil {
+		t.Fatal(err)
+	}
+	d := h.replica(url)
+	if !d.started.Equal(h.clock.Now().UTC()) {
+		t.Fatalf("a start after the cluster's record expired kept the old watermark %v (now %v)", d.started, h.clock.Now())
+	}
 	time.Sleep(10 * time.Millisecond)
 }

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -60,3 +61,33 @@ func HoldRowLock(ctx context.Context, url string, key []byte, held, release chan
 	_ = tx.Rollback(ctx)
 	return err
 }
+
+// QueryInt runs a query that answers one integer, on its own connection (tests).
+func QueryInt(ctx context.Context, url, sql string, args ...any) (int64, error) {
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close(ctx)
+	var n int64
+	err = c.QueryRow(ctx, sql, args...).Scan(&n)
+	return n, err
+}
+
+// Sweeper is a driver whose TTL sweep a test runs by hand (tests).
+type Sweeper struct{ d *driver }
+
+// OpenSweeper opens a driver with its sweep loop off (tests).
+func OpenSweeper(ctx context.Context, url string) (*Sweeper, error) {
+	d, err := open(ctx, Options{URL: url, MaxConns: 2, SweepInterval: -1})
+	if err != nil {
+		return nil, err
+	}
+	return &Sweeper{d}, nil
+}
+
+// Sweep runs one sweep (a lease of three minutes) and returns how many rows it deleted.
+func (s *Sweeper) Sweep(ctx context.Context) (int64, error) { return s.d.sweep(ctx, time.Minute) }
+
+// Close closes the driver, giving up its sweep lease.
+func (s *Sweeper) Close() { _ = s.d.Close() }
