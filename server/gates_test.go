@@ -18,6 +18,7 @@ import (
 	"testing"
 
 	"github.com/pixie-dev/pixie/internal/gate"
+	"github.com/pixie-dev/pixie/internal/helper"
 	"github.com/pixie-dev/pixie/internal/model"
 	"github.com/pixie-dev/pixie/internal/store/badgerstore"
 	"github.com/pixie-dev/pixie/runtime"
@@ -78,11 +79,12 @@ func newGateFixture(t testing.TB, answerText string) *gateFixture {
 	if err := os.Mkdir(f.scripts, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	f.svc = gate.New(st, runtime.Dispatcher{runtime.KindScript: ex}, m, nil, gate.Config{Home: home})
-	s := New(Config{Token: testToken, Logger: slog.New(slog.NewJSONHandler(f.logs, nil))}, Deps{Store: st, Gates: f.svc})
+	hs := helper.New(st.Instance(), m, nil, helper.Config{})
+	f.svc = gate.New(st, runtime.Dispatcher{runtime.KindScript: ex}, m, hs, gate.Config{Home: home})
+	s := New(Config{Token: testToken, Logger: slog.New(slog.NewJSONHandler(f.logs, nil))}, Deps{Store: st, Gates: f.svc, Helpers: hs})
 	f.ts = httptest.NewServer(s.Handler())
 	t.Cleanup(f.ts.Close)
-	f.svc.SetHelperURL(f.ts.URL)
+	hs.SetURL(f.ts.URL)
 	return f
 }
 

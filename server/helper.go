@@ -11,7 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/pixie-dev/pixie/internal/errs"
-	"github.com/pixie-dev/pixie/internal/gate"
+	"github.com/pixie-dev/pixie/internal/helper"
 	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
@@ -34,7 +34,7 @@ func (s *Server) forwardHelper(c echo.Context, tok string, body []byte) (bool, e
 	if rs == nil {
 		return false, nil
 	}
-	owner := gate.TokenOwner(tok)
+	owner := helper.TokenOwner(tok)
 	r := c.Request()
 	if owner == "" || owner == rs.Self() || r.Header.Get(forwardedHeader) != "" {
 		return false, nil
@@ -78,7 +78,7 @@ func (s *Server) forwardHelper(c echo.Context, tok string, body []byte) (bool, e
 // 401 unknown or ended run, 413 over 256 KB, 429 past 20 calls, 503 no model or engine.
 
 func (s *Server) mountHelper(g *echo.Group) {
-	if s.deps.Gates == nil {
+	if s.deps.Helpers == nil {
 		return
 	}
 	g.POST("/helper/ask", s.helperAsk)
@@ -112,7 +112,7 @@ func (s *Server) helperAsk(c echo.Context) error {
 	if done, err := s.forwardHelper(c, tok, body); done {
 		return err
 	}
-	resp, err := s.deps.Gates.HelperAsk(c.Request().Context(), tok, body)
+	resp, err := s.deps.Helpers.Ask(c.Request().Context(), tok, body)
 	if err != nil {
 		return err
 	}
@@ -127,7 +127,7 @@ func (s *Server) helperJudge(c echo.Context) error {
 	if done, err := s.forwardHelper(c, tok, body); done {
 		return err
 	}
-	resp, err := s.deps.Gates.HelperJudge(c.Request().Context(), tok, body)
+	resp, err := s.deps.Helpers.Judge(c.Request().Context(), tok, body)
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/pixie-dev/pixie/internal/gate"
+	"github.com/pixie-dev/pixie/internal/helper"
 	"github.com/pixie-dev/pixie/internal/store/badgerstore"
 )
 
@@ -50,9 +50,9 @@ func TestHelperCallsAreForwardedToTheIssuingReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	svc := gate.New(st, nil, nil, nil, gate.Config{Home: t.TempDir()})
+	svc := helper.New(st.Instance(), nil, nil, helper.Config{})
 	rs := fakeReplicas{self: svc.Instance(), other: "00ff00ff00ff00ff", otherURL: other.URL}
-	s := New(Config{Token: testToken, Logger: slog.New(slog.DiscardHandler)}, Deps{Store: st, Gates: svc, Replicas: rs})
+	s := New(Config{Token: testToken, Logger: slog.New(slog.DiscardHandler)}, Deps{Store: st, Helpers: svc, Replicas: rs})
 	ts := httptest.NewServer(s.Handler())
 	defer ts.Close()
 	post := func(tok string, forwarded bool) (int, string) {

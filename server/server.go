@@ -31,6 +31,7 @@ import (
 	"github.com/pixie-dev/pixie/internal/channel/lark"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/gate"
+	"github.com/pixie-dev/pixie/internal/helper"
 	"github.com/pixie-dev/pixie/internal/hint"
 	"github.com/pixie-dev/pixie/internal/hooks"
 	"github.com/pixie-dev/pixie/internal/judge"
@@ -75,8 +76,11 @@ type Deps struct {
 	Info func(ctx context.Context) map[string]any
 	// Hints is the hint queue (routes in hints.go).
 	Hints *hint.Queue
-	// Gates is Pixie Gate (routes in gates.go, helper routes in helper.go).
+	// Gates is Pixie Gate (routes in gates.go).
 	Gates *gate.Service
+	// Helpers answers the helper calls of gate and Pet runs by run token (routes in helper.go);
+	// it is the Service both are given.
+	Helpers *helper.Service
 	// Hooks is the Claude Code / Codex hook adapter (routes in hooks.go).
 	Hooks *hooks.Service
 	// Pet is Pet: skills, tasks, invocations, env values, wheel, diagnostics (routes in pet.go).

@@ -19,6 +19,7 @@ import (
 	"github.com/pixie-dev/pixie/internal/clip"
 	"github.com/pixie-dev/pixie/internal/config"
 	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/internal/helper"
 	"github.com/pixie-dev/pixie/internal/model"
 	"github.com/pixie-dev/pixie/internal/pet"
 	"github.com/pixie-dev/pixie/internal/store"
@@ -488,10 +489,10 @@ var _ wasm.Source = (*pet.ModuleFiles)(nil)
 // newPet builds the Pet service: scripts run on the rule dispatcher's bash executor (behind a
 // Landlock probe), skill.wasm files on a WASM executor of Pet's own that loads modules by path
 // (pet.ModuleFiles), instruction Skills on the Pixie model. A missing executor is not fatal: its
-// Skills show as unavailable, with the reason. helpers (the gate service) gives script and WASM
-// Skills the helper gate rules get; nil leaves them without one. The returned func releases the
-// WASM executor.
-func newPet(ctx context.Context, cfg config.Config, log *slog.Logger, st *store.Store, rules runtime.Dispatcher, m model.Model, helpers pet.HelperOpener, alive func(context.Context, string) (bool, error)) (*pet.Service, func(), error) {
+// Skills show as unavailable, with the reason. helpers (the Service gate runs use) gives script
+// and WASM Skills the helper gate rules get; nil leaves them without one. The returned func
+// releases the WASM executor.
+func newPet(ctx context.Context, cfg config.Config, log *slog.Logger, st *store.Store, rules runtime.Dispatcher, m model.Model, helpers *helper.Service, alive func(context.Context, string) (bool, error)) (*pet.Service, func(), error) {
 	exec := runtime.Dispatcher{}
 	if bx, ok := rules[runtime.KindScript]; ok {
 		exec[runtime.KindScript] = probedBash{bx}

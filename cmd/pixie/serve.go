@@ -18,7 +18,7 @@ import (
 
 	"github.com/pixie-dev/pixie/internal/cluster"
 	"github.com/pixie-dev/pixie/internal/config"
-	"github.com/pixie-dev/pixie/internal/gate"
+	"github.com/pixie-dev/pixie/internal/helper"
 	"github.com/pixie-dev/pixie/internal/redact"
 	"github.com/pixie-dev/pixie/internal/settings"
 	"github.com/pixie-dev/pixie/internal/store"
@@ -284,8 +284,8 @@ func serve(ctx context.Context, cfg config.Config, out io.Writer) error {
 		return listenError(cfg.Addr, err)
 	}
 	url := "http://" + ln.Addr().String()
-	if cfg.PublicURL == "" && a.gates != nil {
-		a.gates.SetHelperURL(url) // the real port, when --addr asked for :0
+	if cfg.PublicURL == "" && a.helpers != nil {
+		a.helpers.SetURL(url) // the real port, when --addr asked for :0
 	}
 	if cfg.Store.Postgres.ReplicaURL == "" {
 		if err := node.SetURL(ctx, url); err != nil {
@@ -359,7 +359,7 @@ func (rt *runtimeSettings) runtime(key string) (string, bool) {
 // app holds the wired services of a running server.
 type app struct {
 	srv      *server.Server
-	gates    *gate.Service
+	helpers  *helper.Service
 	info     map[string]any // /v1/info's static part
 	closers  []func()
 	settings *settings.Service

@@ -12,6 +12,7 @@ import (
 	"github.com/pixie-dev/pixie/internal/config"
 	"github.com/pixie-dev/pixie/internal/credentials"
 	"github.com/pixie-dev/pixie/internal/gate"
+	"github.com/pixie-dev/pixie/internal/helper"
 	"github.com/pixie-dev/pixie/internal/hint"
 	"github.com/pixie-dev/pixie/internal/hooks"
 	"github.com/pixie-dev/pixie/internal/judge"
@@ -95,11 +96,14 @@ func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *stor
 	if helperURL == "" {
 		helperURL = "http://" + cfg.Addr
 	}
-	gates := gate.New(st, rules, pixieModel, judgeSvc, gate.Config{
+	// One helper for every run that gets one (gate rules, Pet's script and WASM Skills): its
+	// run tokens (PIXIE_TOKEN) are minted there and answered by the server's helper routes.
+	helpers := helper.New(st.Instance(), pixieModel, judgeSvc, helper.Config{URL: helperURL})
+	a.helpers = helpers
+	gates := gate.New(st, rules, pixieModel, helpers, gate.Config{
 		Home: cfg.Home, ScriptDir: cfg.Gates.ScriptDir, DefaultTimeout: cfg.Gates.DefaultTimeout,
-		HelperURL: helperURL, Logger: log, Modules: mods.checker(),
+		Logger: log, Modules: mods.checker(),
 	})
-	a.gates = gates
 	a.closers = append(a.closers, func() { _ = gates.Stop(context.Background()) }) // writes queued run records
 	mods.warm(ctx, gates)
 
@@ -129,7 +133,7 @@ func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *stor
 	}
 	info["proxy"] = map[string]any{"anthropicUrl": px.Upstream(proxy.Anthropic), "openaiUrl": px.Upstream(proxy.OpenAI),
 		"hintsDelivery": cfg.Hints.Delivery}
-	petSvc, petClose, err := newPet(ctx, cfg, log, st, rules, pixieModel, gates, node.Alive)
+	petSvc, petClose, err := newPet(ctx, cfg, log, st, rules, pixieModel, helpers, node.Alive)
 	if err != nil {
 		return nil, fmt.Errorf("pet: %w", err)
 	}
@@ -160,9 +164,10 @@ func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *stor
 		Pet:   petSvc,
 		Hooks: hooks.New(st, gates, hints, hooks.Config{DefaultPreset: cfg.Hooks.DefaultPreset, Logger: log,
 			HintsElsewhere: hintsElsewhere}),
-		Proxy: px,
-		Gates: gates,
-		Judge: judgeSvc,
+		Proxy:   px,
+		Gates:   gates,
+		Helpers: helpers,
+		Judge:   judgeSvc,
 
 		Modules:     mods.reg,
 		ModuleInUse: gates.ModuleInUse,

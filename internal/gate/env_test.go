@@ -150,7 +150,6 @@ type testEnv struct {
 type envOptions struct {
 	exec    runtime.Executor
 	noModel bool
-	judge   Judge
 	modules ModuleChecker
 }
 
@@ -175,7 +174,7 @@ func newEnv(t testing.TB, o envOptions) *testEnv {
 			t.Fatal(err)
 		}
 	}
-	e.svc = New(e.st, o.exec, m, o.judge, Config{Home: e.home, Modules: o.modules})
+	e.svc = New(e.st, o.exec, m, nil, Config{Home: e.home, Modules: o.modules})
 	return e
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pixie-dev/pixie/internal/clip"
 	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/internal/helper"
 	"github.com/pixie-dev/pixie/internal/model"
 	"github.com/pixie-dev/pixie/runtime"
 	"github.com/pixie-dev/pixie/sdk/abi"
@@ -236,7 +237,7 @@ type runState struct {
 	modelText string
 	usage     abi.Usage
 	rule      *RuleRun
-	helper    *helperRun
+	helper    *helper.Run
 }
 
 // fail records a pipeline failure; the error policy applies in finish.
@@ -378,13 +379,13 @@ func (s *Service) runRule(ctx context.Context, st *runState) (runtime.Result, er
 		rr.Ref = g.Rule.Name
 		rr.MountCwd = req.Session.Cwd != "" && req.Session.Policy.Valid()
 	}
-	h := s.runs.start(ctx, s, st.id, g.Name, req.Target)
+	h := s.helpers.Open(ctx, helper.Options{Name: g.Name, Target: req.Target})
 	st.helper = h
-	defer h.end()
+	defer h.Close()
 	rr.Helper = h
 	if g.Rule.Kind == runtime.KindScript {
-		if u := s.getHelperURL(); u != "" {
-			rr.HelperURL, rr.HelperToken = u, h.token
+		if u := h.URL(); u != "" {
+			rr.HelperURL, rr.HelperToken = u, h.Token()
 		}
 	}
 	return s.exec.Run(ctx, rr)

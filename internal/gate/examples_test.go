@@ -19,6 +19,7 @@ import (
 	"unicode"
 
 	"github.com/pixie-dev/pixie/internal/gate"
+	"github.com/pixie-dev/pixie/internal/helper"
 	"github.com/pixie-dev/pixie/internal/judge"
 	"github.com/pixie-dev/pixie/internal/model"
 	"github.com/pixie-dev/pixie/internal/store/badgerstore"
@@ -215,10 +216,11 @@ func TestExampleScripts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	svc := gate.New(st, runtime.Dispatcher{runtime.KindScript: ex}, pm, judge.New(judge.Config{}, pm, nil), gate.Config{Home: home})
-	ts := httptest.NewServer(server.New(server.Config{Token: "admin-token-for-the-example-test"}, server.Deps{Store: st, Gates: svc}).Handler())
+	hs := helper.New(st.Instance(), pm, judge.New(judge.Config{}, pm, nil), helper.Config{})
+	svc := gate.New(st, runtime.Dispatcher{runtime.KindScript: ex}, pm, hs, gate.Config{Home: home})
+	ts := httptest.NewServer(server.New(server.Config{Token: "admin-token-for-the-example-test"}, server.Deps{Store: st, Gates: svc, Helpers: hs}).Handler())
 	t.Cleanup(ts.Close)
-	svc.SetHelperURL(ts.URL)
+	hs.SetURL(ts.URL)
 
 	policy := runtime.PolicyFull
 	if sandbox.Probe() == nil {

@@ -1,13 +1,13 @@
 // Package gate owns Pixie Gate: gate definitions and presets (saved all-or-nothing, validated
 // at save time), the representative templates, the script folder, the evaluation pipeline
-// with its point table and error policy, run records and their chat-note view, per-session
-// switches, and the per-run helper (tokens and budget) that `pixie ask` / `pixie judge` and
-// WASM host functions go through.
+// with its point table and error policy, run records and their chat-note view, and per-session
+// switches.
 //
 // Rules run through a runtime.Executor (the binary wires a runtime.Dispatcher with runtime/bash
-// and runtime/wasm); the Pixie model is a model.Model; `pixie judge` goes to the decision
-// engine through the Judge interface. HTTP lives in the server package; nothing here imports
-// echo. The user-facing guide is docs/gates.md.
+// and runtime/wasm); the Pixie model is a model.Model. Each rule run gets a helper from
+// internal/helper (its run token, its budget, `pixie ask` / `pixie judge` and the host
+// functions), the same Service Pet's Skills use. HTTP lives in the server package; nothing here
+// imports echo. The user-facing guide is docs/gates.md.
 package gate
 
 import (
@@ -18,16 +18,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pixie-dev/pixie/internal/helper"
 	"github.com/pixie-dev/pixie/internal/model"
 	"github.com/pixie-dev/pixie/internal/store"
 	"github.com/pixie-dev/pixie/runtime"
-	"github.com/pixie-dev/pixie/sdk/abi"
 )
-
-// Judge is the decision engine as the gate sees it (internal/judge's Service satisfies it).
-type Judge interface {
-	Judge(ctx context.Context, req abi.JudgeRequest) (abi.JudgeResponse, error)
-}
 
 // ModuleChecker reports whether a WASM module exists in the module registry. Without one,
 // gates whose rule is a module cannot be saved.
@@ -55,9 +50,6 @@ type Config struct {
 	ScriptDir string
 	// DefaultTimeout is the time limit of a gate that sets none; zero means 60s.
 	DefaultTimeout time.Duration
-	// HelperURL is the server URL given to scripts as PIXIE_URL (see also SetHelperURL).
-	// Empty means scripts get no helper ("pixie: helper is not available").
-	HelperURL string
 	// RecordTTL is how long run records, redo counters and per-session switches are kept;
 	// zero means 30 days.
 	RecordTTL time.Duration
@@ -74,18 +66,16 @@ type Service struct {
 	store *store.Store
 	exec  runtime.Executor
 	model model.Model
-	judge Judge
 	cfg   Config
 	log   *slog.Logger
 
-	mu        sync.Mutex
-	helperURL string
-	snap      *snapshot // saved definitions, indexed; nil until loaded
-	listing   *ScriptListing
+	mu      sync.Mutex
+	snap    *snapshot // saved definitions, indexed; nil until loaded
+	listing *ScriptListing
 
-	runs     *tokenRegistry
-	rec      *recorder   // writes run records in the background (recorder.go)
-	switches switchCache // per-session switches read by Evaluate (switches.go)
+	helpers  *helper.Service // each rule run's helper (PIXIE_TOKEN): internal/helper
+	rec      *recorder       // writes run records in the background (recorder.go)
+	switches switchCache     // per-session switches read by Evaluate (switches.go)
 
 	// snapGen counts invalidations of snap (under mu), so that a load racing with one does not
 	// keep what it read before it.
@@ -94,8 +84,10 @@ type Service struct {
 }
 
 // New returns a Service. exec runs rules (nil: rules fail as unsupported), m is the Pixie
-// model (nil: no model), j the decision engine (nil: `pixie judge` is unavailable).
-func New(st *store.Store, exec runtime.Executor, m model.Model, j Judge, cfg Config) *Service {
+// model (nil: no model), h opens each rule run's helper (`pixie ask`, `pixie judge`,
+// pixie_log, the run token). A nil h is a helper of the Service's own over m, with no decision
+// engine (`pixie judge` is unavailable) and no URL (scripts get no helper).
+func New(st *store.Store, exec runtime.Executor, m model.Model, h *helper.Service, cfg Config) *Service {
 	if cfg.DefaultTimeout <= 0 {
 		cfg.DefaultTimeout = 60 * time.Second
 	}
@@ -115,35 +107,22 @@ func New(st *store.Store, exec runtime.Executor, m model.Model, j Judge, cfg Con
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if h == nil {
+		h = helper.New(st.Instance(), m, nil, helper.Config{})
+	}
 	s := &Service{
-		store:     st,
-		exec:      exec,
-		model:     m,
-		judge:     j,
-		cfg:       cfg,
-		log:       log,
-		helperURL: cfg.HelperURL,
-		runs:      newTokenRegistry(st.Instance()),
-		rec:       newRecorder(st, log),
+		store:   st,
+		exec:    exec,
+		model:   m,
+		cfg:     cfg,
+		log:     log,
+		helpers: h,
+		rec:     newRecorder(st, log),
 	}
 	if st.Shared() {
 		s.unlisten = st.Listen(topic, s.heard)
 	}
 	return s
-}
-
-// SetHelperURL sets the URL given to scripts as PIXIE_URL, for servers that learn their
-// address only after listening.
-func (s *Service) SetHelperURL(url string) {
-	s.mu.Lock()
-	s.helperURL = url
-	s.mu.Unlock()
-}
-
-func (s *Service) getHelperURL() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.helperURL
 }
 
 // collections (documented in internal/store's key layout).

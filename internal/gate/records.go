@@ -12,6 +12,7 @@ import (
 
 	"github.com/pixie-dev/pixie/internal/clip"
 	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/internal/helper"
 	"github.com/pixie-dev/pixie/internal/store"
 	"github.com/pixie-dev/pixie/runtime"
 	"github.com/pixie-dev/pixie/sdk/abi"
@@ -37,30 +38,6 @@ type RuleRun struct {
 	// Stdout is the rule's output (at most 16 KB kept).
 	Stdout     string `json:"stdout,omitempty"`
 	DurationMs int64  `json:"durationMs"`
-}
-
-// HelperCall is one `pixie ask` / `pixie judge` call of a run.
-type HelperCall struct {
-	// Type is "ask" or "judge".
-	Type string `json:"type"`
-	// JudgeType is bool, select or score (judge only).
-	JudgeType string `json:"judgeType,omitempty"`
-	// Label is the chosen value: yes/no, the option name, or the nearest level (judge only).
-	Label string `json:"label,omitempty"`
-	// Engine is the decision engine that answered ("llm" or "jev").
-	Engine string `json:"engine,omitempty"`
-	// Confidence is the judgment's confidence (judge only).
-	Confidence *float64  `json:"confidence,omitempty"`
-	Usage      abi.Usage `json:"usage"`
-	DurationMs int64     `json:"durationMs"`
-	// Error is the failure, if the call failed.
-	Error string `json:"error,omitempty"`
-}
-
-// LogLine is one pixie_log line of a module rule.
-type LogLine struct {
-	Level   string `json:"level"`
-	Message string `json:"message"`
 }
 
 // Record is one gate run.
@@ -92,10 +69,10 @@ type Record struct {
 	Notes      []string `json:"notes"`
 	Structured bool     `json:"structured,omitempty"`
 	// Usage sums the model's and the helper calls' token usage.
-	Usage       abi.Usage    `json:"usage"`
-	HelperCalls []HelperCall `json:"helperCalls"`
-	Logs        []LogLine    `json:"logs,omitempty"`
-	Rule        *RuleRun     `json:"rule,omitempty"`
+	Usage       abi.Usage        `json:"usage"`
+	HelperCalls []helper.Call    `json:"helperCalls"`
+	Logs        []helper.LogLine `json:"logs,omitempty"`
+	Rule        *RuleRun         `json:"rule,omitempty"`
 	// ModelAnswer is Pixie's raw answer (at most 16 KB kept).
 	ModelAnswer string `json:"modelAnswer,omitempty"`
 	// Error is the failure the error policy applied to; ErrorDetail adds detail.
@@ -159,7 +136,7 @@ func (s *Service) record(ctx context.Context, st *runState, d decision, out abi.
 		ID: st.id, Gate: st.g.Name, Point: req.Point, Session: req.Session.ID, Preset: req.Session.Preset,
 		Turn: req.Turn, Agent: req.Agent, Tool: req.Tool, MessageID: req.MessageID, StartedAt: st.start.UTC(),
 		DurationMs: s.cfg.Now().Sub(st.start).Milliseconds(), ConcludedBy: st.by, Output: out,
-		Original: req.Target, Structured: req.Structured, Usage: st.usage, HelperCalls: []HelperCall{},
+		Original: req.Target, Structured: req.Structured, Usage: st.usage, HelperCalls: []helper.Call{},
 		Rule: st.rule, ModelAnswer: capText(st.modelText, maxRecordedModel), ErrorDetail: st.errDetail,
 		OnError: st.g.Advanced.OnError, Cancelled: st.cancelled, ShowInChat: st.g.Advanced.ShowInChat,
 	}
@@ -167,11 +144,11 @@ func (s *Service) record(ctx context.Context, st *runState, d decision, out abi.
 		rec.Error = st.err.Error()
 	}
 	if st.helper != nil {
-		calls, usage, logs := st.helper.collect()
-		rec.HelperCalls = calls
-		rec.Logs = logs
-		rec.Usage.InputTokens += usage.InputTokens
-		rec.Usage.OutputTokens += usage.OutputTokens
+		rep := st.helper.Close()
+		rec.HelperCalls = rep.Calls
+		rec.Logs = rep.Logs
+		rec.Usage.InputTokens += rep.Usage.InputTokens
+		rec.Usage.OutputTokens += rep.Usage.OutputTokens
 	}
 	ttl := s.cfg.RecordTTL
 	if !d.redo {

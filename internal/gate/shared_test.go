@@ -30,7 +30,7 @@ func TestReplicasSeeEachOthersChanges(t *testing.T) {
 		return s
 	}
 	a, b := newSvc(), newSvc()
-	if a.Instance() == b.Instance() {
+	if a.helpers.Instance() == b.helpers.Instance() {
 		t.Fatal("two replicas share an instance id")
 	}
 	eventually := func(what string, ok func() bool) {

@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/pixie-dev/pixie/internal/errs"
-	"github.com/pixie-dev/pixie/internal/gate"
+	"github.com/pixie-dev/pixie/internal/helper"
 	"github.com/pixie-dev/pixie/internal/model"
 	"github.com/pixie-dev/pixie/internal/store"
 )
@@ -239,7 +239,7 @@ type Run struct {
 	Logs []string `json:"logs,omitempty"`
 	// HelperCalls are the Run's ask and judge calls: type, judge type, label, engine,
 	// confidence, usage, duration and error; never the text sent.
-	HelperCalls []gate.HelperCall `json:"helperCalls,omitempty"`
+	HelperCalls []helper.Call `json:"helperCalls,omitempty"`
 	// Error is why the Run failed.
 	Error *RunError `json:"error,omitempty"`
 	// Transient reports a failure worth retrying (a timeout, an unavailable or failing model).

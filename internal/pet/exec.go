@@ -14,7 +14,7 @@ import (
 
 	"github.com/pixie-dev/pixie/internal/clip"
 	"github.com/pixie-dev/pixie/internal/errs"
-	"github.com/pixie-dev/pixie/internal/gate"
+	"github.com/pixie-dev/pixie/internal/helper"
 	"github.com/pixie-dev/pixie/internal/model"
 	"github.com/pixie-dev/pixie/internal/scratch"
 	"github.com/pixie-dev/pixie/internal/store"
@@ -262,7 +262,7 @@ type outcome struct {
 	stderr   string
 	logs     []string
 	usage    *model.Usage
-	calls    []gate.HelperCall
+	calls    []helper.Call
 	// token is the run's helper token (revoked by now), redacted like an environment value.
 	token string
 	err   error
@@ -456,14 +456,14 @@ func (s *Service) runProgram(ctx context.Context, sc *scan, pc PetContext, vars 
 	if s.exec == nil {
 		return outcome{err: fmt.Errorf("%w: no executor for %s Skills", runtime.ErrUnsupported, sc.kind)}
 	}
-	var hr *gate.HelperRun
+	var hr *helper.Run
 	if s.cfg.Helpers != nil {
-		hr = s.cfg.Helpers.OpenHelperRun(ctx, gate.HelperRunOptions{Name: "pet:" + pc.Skill, Target: string(raw),
+		hr = s.cfg.Helpers.Open(ctx, helper.Options{Name: "pet:" + pc.Skill, Target: string(raw),
 			Redact: red.clean, AskSystem: skillAskSystem})
 		defer hr.Close()
 	}
 	req := runtime.Request{Target: string(raw), Vars: vars, Cwd: cwd, Policy: s.cfg.ScriptPolicy, Timeout: s.cfg.RunTimeout}
-	var helper *petHelper
+	var ph *petHelper
 	switch sc.kind {
 	case KindScript:
 		req.Kind, req.Ref = runtime.KindScript, filepath.Join(sc.staged, ScriptFile)
@@ -471,14 +471,14 @@ func (s *Service) runProgram(ctx context.Context, sc *scan, pc PetContext, vars 
 			req.HelperURL, req.HelperToken = hr.URL(), hr.Token()
 		}
 	case KindWASM:
-		helper = &petHelper{}
+		ph = &petHelper{}
 		if hr != nil {
-			helper.inner = hr.Helper()
+			ph.inner = hr
 		}
 		req.Kind, req.Ref, req.Entry = runtime.KindModule, ModuleRef(filepath.Join(sc.staged, WASMFile), sc.sums[WASMFile]), abi.EntryRun
 		req.PetContext = raw
 		req.MountCwd = pc.Snapshot.Cwd != ""
-		req.Helper = helper
+		req.Helper = ph
 	}
 	res, err := s.exec.Run(ctx, req)
 	out := outcome{output: res.Stdout, stderr: res.Stderr, err: err}
@@ -486,8 +486,8 @@ func (s *Service) runProgram(ctx context.Context, sc *scan, pc PetContext, vars 
 		code := res.ExitCode
 		out.exitCode = &code
 	}
-	if helper != nil {
-		out.logs = helper.result()
+	if ph != nil {
+		out.logs = ph.result()
 	}
 	if hr != nil {
 		rep := hr.Close()

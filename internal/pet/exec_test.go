@@ -55,7 +55,7 @@ exit ${EXIT_CODE:-0}
 func TestExecutorsEndToEnd(t *testing.T) {
 	ms, m := newModelServer(t)
 	// Generous: the first WASM run compiles the guest, which is slow under -race on a busy machine.
-	e := newEnv(t, executors(t), m, pet.Config{RunTimeout: 3 * time.Minute, Helpers: newGates(t, m)})
+	e := newEnv(t, executors(t), m, pet.Config{RunTimeout: 3 * time.Minute, Helpers: newHelpers(t, m)})
 	ctx := context.Background()
 	for _, kv := range [][3]string{{"", "GREETING", globalGreeting}, {"w1", "GREETING", wsGreeting}, {"", "ONLY_GLOBAL", onlyGlobal}} {
 		if _, err := e.svc.SetEnv(ctx, kv[0], kv[1], kv[2]); err != nil {

@@ -24,7 +24,7 @@ func TestWASMSkillHelper(t *testing.T) {
 	ms, m := newModelServer(t)
 	exec := executors(t)
 	// Generous: the first run compiles the guest, which is slow under -race on a busy machine.
-	e := newEnv(t, exec, m, pet.Config{RunTimeout: 3 * time.Minute, Helpers: newGates(t, m)})
+	e := newEnv(t, exec, m, pet.Config{RunTimeout: 3 * time.Minute, Helpers: newHelpers(t, m)})
 	ctx := context.Background()
 	if _, err := e.svc.SetEnv(ctx, "", "TEAM", team); err != nil {
 		t.Fatal(err)
@@ -140,8 +140,8 @@ func TestScriptSkillHelperEnv(t *testing.T) {
 		t.Skip("no Landlock: script Skills fail closed")
 	}
 	_, m := newModelServer(t)
-	gates := newGates(t, m)
-	e := newEnv(t, executors(t), m, pet.Config{Helpers: gates})
+	helpers := newHelpers(t, m)
+	e := newEnv(t, executors(t), m, pet.Config{Helpers: helpers})
 	ctx := context.Background()
 	register(t, e.svc, skillDir(t, "env", "Shows its helper.", "Runs run.sh.", map[string]string{pet.ScriptFile: `echo "url=${PIXIE_URL-unset} token=${PIXIE_TOKEN-unset}"
 case "${PIXIE_TOKEN-}" in pxr_*) echo "has a run token";; esac
@@ -154,7 +154,7 @@ case "${PIXIE_TOKEN-}" in pxr_*) echo "has a run token";; esac
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			gates.SetHelperURL(tc.url)
+			helpers.SetURL(tc.url)
 			v, err := e.svc.Invoke(ctx, pet.InvokeRequest{Skill: "env", Snapshot: snapshot("independent")})
 			if err != nil {
 				t.Fatal(err)

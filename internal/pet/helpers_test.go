@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pixie-dev/pixie/internal/gate"
+	"github.com/pixie-dev/pixie/internal/helper"
 	"github.com/pixie-dev/pixie/internal/judge"
 	"github.com/pixie-dev/pixie/internal/model"
 	"github.com/pixie-dev/pixie/internal/pet"
@@ -226,9 +226,9 @@ func (ms *modelServer) received() ([]string, []chatRequest) {
 	return append([]string(nil), ms.bodies...), append([]chatRequest(nil), ms.requests...)
 }
 
-// newGates returns a real gate service (its own Badger store, the real decision engine on m):
-// what the binary gives Pet as Config.Helpers.
-func newGates(t testing.TB, m model.Model) *gate.Service {
+// newHelpers returns a real helper service (the instance id of its own Badger store, the real
+// decision engine on m): what the binary gives Pet as Config.Helpers.
+func newHelpers(t testing.TB, m model.Model) *helper.Service {
 	t.Helper()
-	return gate.New(openStore(t), nil, m, judge.New(judge.Config{}, m, nil), gate.Config{Home: t.TempDir()})
+	return helper.New(openStore(t).Instance(), m, judge.New(judge.Config{}, m, nil), helper.Config{})
 }

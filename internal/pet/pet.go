@@ -45,7 +45,7 @@
 // # Helper
 //
 // Script and WASM Skills get the helper gate rules get, opened per Run through
-// Config.Helpers (the gate service): `pixie ask` / `pixie judge` for scripts (PIXIE_URL and a
+// Config.Helpers (internal/helper, the Service gate runs use too): `pixie ask` / `pixie judge` for scripts (PIXIE_URL and a
 // PIXIE_TOKEN revoked when the Run ends, served by the server's helper routes), the pixie_ask
 // and pixie_judge host functions for WASM guests; 20 calls of at most 256 KB each within the
 // Run's time limit. Environment values are redacted from what the helper sends to the model or
@@ -66,7 +66,7 @@ import (
 	"time"
 
 	"github.com/pixie-dev/pixie/internal/errs"
-	"github.com/pixie-dev/pixie/internal/gate"
+	"github.com/pixie-dev/pixie/internal/helper"
 	"github.com/pixie-dev/pixie/internal/keylock"
 	"github.com/pixie-dev/pixie/internal/model"
 	"github.com/pixie-dev/pixie/internal/scratch"
@@ -113,10 +113,10 @@ type Config struct {
 	// MaxHistory is how many earlier Invocations of its Task a Run sees; zero means 20.
 	MaxHistory int
 	// Helpers opens the helper of script and WASM Runs (`pixie ask` / `pixie judge`, the
-	// pixie_ask / pixie_judge host functions): normally the gate service, so Skills get exactly
-	// what gate rules get. Nil means Skills have no helper (calls answer unavailable, scripts get
-	// no PIXIE_URL).
-	Helpers HelperOpener
+	// pixie_ask / pixie_judge host functions): normally the Service the gate service uses, so
+	// Skills get exactly what gate rules get. Nil means Skills have no helper (calls answer
+	// unavailable, scripts get no PIXIE_URL).
+	Helpers *helper.Service
 	// Alive reports whether the replica with a store instance id still runs (internal/cluster's
 	// Node.Alive), over a store other replicas share: a Run left running by a live replica is
 	// shown running, not interrupted. Nil means every other process is gone.
@@ -181,16 +181,6 @@ func (c Config) withDefaults() (Config, error) {
 	c.Workspace = filepath.Clean(c.Workspace)
 	return c, nil
 }
-
-// HelperOpener opens a Run's helper: the gate helper with its budget (abi.MaxHelperCalls
-// calls of at most abi.MaxHelperRequestSize bytes), the Run's deadline, coded errors, and a run
-// token the server's helper routes accept until the returned run is closed. *gate.Service
-// implements it.
-type HelperOpener interface {
-	OpenHelperRun(ctx context.Context, opts gate.HelperRunOptions) *gate.HelperRun
-}
-
-var _ HelperOpener = (*gate.Service)(nil)
 
 // Service is Pet. It is safe for concurrent use.
 type Service struct {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/gate"
+	"github.com/pixie-dev/pixie/internal/helper"
 	"github.com/pixie-dev/pixie/internal/judge"
 	"github.com/pixie-dev/pixie/internal/model"
 	"github.com/pixie-dev/pixie/internal/store"
@@ -245,12 +246,13 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.gates = gate.New(st, runtime.Dispatcher{runtime.KindScript: bx, runtime.KindModule: s.x}, m, judge.New(judge.Config{}, m, nil),
+	hs := helper.New(st.Instance(), m, judge.New(judge.Config{}, m, nil), helper.Config{})
+	s.gates = gate.New(st, runtime.Dispatcher{runtime.KindScript: bx, runtime.KindModule: s.x}, m, hs,
 		gate.Config{Home: s.home, Modules: s.reg})
-	srv := server.New(server.Config{Token: token}, server.Deps{Store: st, Gates: s.gates, Modules: s.reg, ModuleInUse: s.gates.ModuleInUse})
+	srv := server.New(server.Config{Token: token}, server.Deps{Store: st, Gates: s.gates, Helpers: hs, Modules: s.reg, ModuleInUse: s.gates.ModuleInUse})
 	s.ts = httptest.NewServer(srv.Handler())
 	t.Cleanup(s.ts.Close)
-	s.gates.SetHelperURL(s.ts.URL)
+	hs.SetURL(s.ts.URL)
 	return s
 }
 

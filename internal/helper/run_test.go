@@ -1,4 +1,4 @@
-package gate
+package helper
 
 import (
 	"context"
@@ -12,10 +12,10 @@ import (
 	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
-// TestOpenHelperRun drives a helper run opened for a caller outside the gate pipeline: the
+// TestOpen drives a helper run opened for a caller outside the gate pipeline (Pet): the
 // caller's redaction and system prompt, the target, the real decision engine, the budget, the
 // record of calls, and the token's end.
-func TestOpenHelperRun(t *testing.T) {
+func TestOpen(t *testing.T) {
 	jl := newLLM(t, func(c chatCall) (int, string) {
 		if strings.Contains(c.User, "Which one") {
 			return 200, `{"A": 0.9, "B": 0.1}`
@@ -27,20 +27,20 @@ func TestOpenHelperRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := newEnv(t, envOptions{judge: judge.New(judge.Config{}, jm, nil)})
-	e.svc.SetHelperURL("http://127.0.0.1:7777")
+	e.svc.SetURL("http://127.0.0.1:7777")
 	e.llm.setReply(answer("hello"))
 	const secret = "sekrit-value-42"
 	redact := func(s string) string { return strings.ReplaceAll(s, secret, "[$DSH_PET_X]") }
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	r := e.svc.OpenHelperRun(ctx, HelperRunOptions{Name: "pet:x", Target: "target with " + secret, Redact: redact, AskSystem: "You serve a Skill."})
+	r := e.svc.Open(ctx, Options{Name: "pet:x", Target: "target with " + secret, Redact: redact, AskSystem: "You serve a Skill."})
 	defer r.Close()
 	if r.URL() != "http://127.0.0.1:7777" || !strings.HasPrefix(r.Token(), "pxr_") {
 		t.Fatalf("url %q token prefix %q", r.URL(), r.Token()[:4])
 	}
 
 	// Ask: the target, redacted, under the caller's system prompt.
-	resp, err := r.Helper().Ask(ctx, abi.AskRequest{Instruction: "Say " + secret, UseTarget: true})
+	resp, err := r.Ask(ctx, abi.AskRequest{Instruction: "Say " + secret, UseTarget: true})
 	if err != nil || resp.Text != "hello" {
 		t.Fatalf("ask: %+v %v", resp, err)
 	}
@@ -49,14 +49,14 @@ func TestOpenHelperRun(t *testing.T) {
 		t.Fatalf("ask reached the model as %+v", c)
 	}
 	// Over HTTP with the token (what a script's `pixie ask` does).
-	if _, err := e.svc.HelperAsk(ctx, r.Token(), []byte(`{"instruction":"again `+secret+`"}`)); err != nil {
+	if _, err := e.svc.Ask(ctx, r.Token(), []byte(`{"instruction":"again `+secret+`"}`)); err != nil {
 		t.Fatalf("ask by token: %v", err)
 	}
 	// Judge through the decision engine: every text redacted, the caller's request untouched.
 	q := abi.Question{Type: abi.JudgeSelect, Instructions: "Which one for " + secret + "?",
 		Criteria: abi.Criteria{Options: []abi.Option{{Name: "keep", Description: "keep " + secret}, {Name: "drop"}}}}
 	req := abi.JudgeRequest{State: "state " + secret, Questions: map[string]abi.Question{"q": q}}
-	jr, err := r.Helper().Judge(ctx, req)
+	jr, err := r.Judge(ctx, req)
 	if err != nil || jr.Engine != "llm" || jr.Answers["q"].Label == "" {
 		t.Fatalf("judge: %+v %v", jr, err)
 	}
@@ -72,7 +72,7 @@ func TestOpenHelperRun(t *testing.T) {
 			t.Fatalf("judge prompt %+v", c)
 		}
 	}
-	if _, err := e.svc.HelperJudge(ctx, r.Token(), []byte(`{"useTarget":true,"questions":{"q":{"type":"noul","instructions":"Is it ok?","criteria":{}}}}`)); err != nil {
+	if _, err := e.svc.Judge(ctx, r.Token(), []byte(`{"useTarget":true,"questions":{"q":{"type":"noul","instructions":"Is it ok?","criteria":{}}}}`)); err != nil {
 		t.Fatalf("judge by token: %v", err)
 	}
 	if last := jl.Calls()[len(jl.Calls())-1]; !strings.Contains(last.User, "target with [$DSH_PET_X]") {
@@ -81,14 +81,14 @@ func TestOpenHelperRun(t *testing.T) {
 
 	// The budget is the gate's: 20 calls, the 21st refused.
 	for i := 5; i <= abi.MaxHelperCalls; i++ {
-		if _, err := r.Helper().Ask(ctx, abi.AskRequest{Instruction: "x"}); err != nil {
+		if _, err := r.Ask(ctx, abi.AskRequest{Instruction: "x"}); err != nil {
 			t.Fatalf("call %d: %v", i, err)
 		}
 	}
-	if _, err := e.svc.HelperAsk(ctx, r.Token(), []byte(`{"instruction":"x"}`)); !errs.Is(err, errs.RateLimited) {
+	if _, err := e.svc.Ask(ctx, r.Token(), []byte(`{"instruction":"x"}`)); !errs.Is(err, errs.RateLimited) {
 		t.Fatalf("call 21: %v", err)
 	}
-	if _, err := r.Helper().Ask(ctx, abi.AskRequest{Instruction: strings.Repeat("x", abi.MaxHelperRequestSize)}); !errs.Is(err, errs.TooLarge) {
+	if _, err := r.Ask(ctx, abi.AskRequest{Instruction: strings.Repeat("x", abi.MaxHelperRequestSize)}); !errs.Is(err, errs.TooLarge) {
 		t.Fatalf("oversized: %v", err)
 	}
 
@@ -100,7 +100,7 @@ func TestOpenHelperRun(t *testing.T) {
 	if rep.Usage.InputTokens == 0 {
 		t.Fatalf("usage %+v", rep.Usage)
 	}
-	if _, err := e.svc.HelperAsk(ctx, r.Token(), []byte(`{"instruction":"x"}`)); !errs.Is(err, errs.Unauthorized) {
+	if _, err := e.svc.Ask(ctx, r.Token(), []byte(`{"instruction":"x"}`)); !errs.Is(err, errs.Unauthorized) {
 		t.Fatalf("after Close: %v", err)
 	}
 	if again := r.Close(); len(again.Calls) != abi.MaxHelperCalls {
@@ -108,17 +108,17 @@ func TestOpenHelperRun(t *testing.T) {
 	}
 }
 
-// TestOpenHelperRunDeadline: calls are bounded by the run's context.
-func TestOpenHelperRunDeadline(t *testing.T) {
+// TestOpenDeadline: calls are bounded by the run's context.
+func TestOpenDeadline(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	slow := make(chan struct{})
 	defer close(slow)
 	e.llm.setReply(func(chatCall) (int, string) { <-slow; return 200, "late" })
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	r := e.svc.OpenHelperRun(ctx, HelperRunOptions{})
+	r := e.svc.Open(ctx, Options{})
 	defer r.Close()
-	if _, err := e.svc.HelperAsk(context.Background(), r.Token(), []byte(`{"instruction":"x"}`)); !errs.Is(err, errs.Timeout) {
+	if _, err := e.svc.Ask(context.Background(), r.Token(), []byte(`{"instruction":"x"}`)); !errs.Is(err, errs.Timeout) {
 		t.Fatalf("past the run's deadline: %v", err)
 	}
 	if r.URL() != "" {

@@ -1,4 +1,4 @@
-package gate
+package helper
 
 import (
 	"context"
@@ -12,13 +12,13 @@ import (
 )
 
 // TestHelperBudget drives a run's helper directly, as WASM host functions do
-// (runtime.Helper), and through the token routes' entry points.
+// (runtime.Helper), and through the token routes' entry points (Service.Ask, Service.Judge).
 func TestHelperBudget(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	e.llm.setReply(answer("hello"))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	h := e.svc.runs.start(ctx, e.svc, "run_x", "g", "THE TARGET")
+	h := e.svc.Open(ctx, Options{Name: "g", Target: "THE TARGET"})
 
 	// The target is substituted when no input is given.
 	resp, err := h.Ask(ctx, abi.AskRequest{Instruction: "Translate.", UseTarget: true})
@@ -32,32 +32,33 @@ func TestHelperBudget(t *testing.T) {
 	if _, err := h.Ask(ctx, abi.AskRequest{}); !errs.Is(err, errs.Invalid) {
 		t.Errorf("empty instruction: %v", err)
 	}
-	if _, err := e.svc.HelperAsk(ctx, h.token, []byte(strings.Repeat(" ", abi.MaxHelperRequestSize+1))); !errs.Is(err, errs.TooLarge) {
+	if _, err := e.svc.Ask(ctx, h.token, []byte(strings.Repeat(" ", abi.MaxHelperRequestSize+1))); !errs.Is(err, errs.TooLarge) {
 		t.Errorf("oversized: %v", err)
 	}
-	if _, err := e.svc.HelperAsk(ctx, h.token, []byte(`{"instruction":"x","extra":1}`)); !errs.Is(err, errs.Invalid) {
+	if _, err := e.svc.Ask(ctx, h.token, []byte(`{"instruction":"x","extra":1}`)); !errs.Is(err, errs.Invalid) {
 		t.Errorf("unknown field: %v", err)
 	}
 	// No decision engine: 503, and it counts (it was admitted).
-	if _, err := e.svc.HelperJudge(ctx, h.token, []byte(`{"state":"s","questions":{"q":{"type":"noul","instructions":"?","criteria":{}}}}`)); !errs.Is(err, errs.Unavailable) {
+	if _, err := e.svc.Judge(ctx, h.token, []byte(`{"state":"s","questions":{"q":{"type":"noul","instructions":"?","criteria":{}}}}`)); !errs.Is(err, errs.Unavailable) {
 		t.Errorf("judge without engine: %v", err)
 	}
 	for i := 3; i <= abi.MaxHelperCalls; i++ {
-		if _, err := e.svc.HelperAsk(ctx, h.token, []byte(`{"instruction":"x"}`)); err != nil {
+		if _, err := e.svc.Ask(ctx, h.token, []byte(`{"instruction":"x"}`)); err != nil {
 			t.Fatalf("call %d: %v", i, err)
 		}
 	}
 	if _, err := h.Ask(ctx, abi.AskRequest{Instruction: "x"}); !errs.Is(err, errs.RateLimited) {
 		t.Errorf("call 21: %v", err)
 	}
-	if _, err := e.svc.HelperAsk(ctx, "pxr_"+strings.Repeat("A", 43), []byte(`{"instruction":"x"}`)); !errs.Is(err, errs.Unauthorized) {
+	if _, err := e.svc.Ask(ctx, "pxr_"+strings.Repeat("A", 43), []byte(`{"instruction":"x"}`)); !errs.Is(err, errs.Unauthorized) {
 		t.Errorf("unknown token: %v", err)
 	}
-	calls, usage, _ := h.collect()
+	rep := h.Close()
+	calls, usage := rep.Calls, rep.Usage
 	if len(calls) != abi.MaxHelperCalls || calls[1].Type != "judge" || calls[1].Error == "" || usage.InputTokens != 19*10 {
 		t.Errorf("collected %d calls, usage %+v", len(calls), usage)
 	}
-	if _, err := e.svc.HelperAsk(ctx, h.token, []byte(`{"instruction":"x"}`)); !errs.Is(err, errs.Unauthorized) {
+	if _, err := e.svc.Ask(ctx, h.token, []byte(`{"instruction":"x"}`)); !errs.Is(err, errs.Unauthorized) {
 		t.Errorf("after the run: %v", err)
 	}
 	if _, err := h.Ask(ctx, abi.AskRequest{Instruction: "x"}); !errs.Is(err, errs.Unauthorized) {
@@ -72,25 +73,25 @@ func TestHelperDeadlineAndModelErrors(t *testing.T) {
 	e.llm.setReply(func(chatCall) (int, string) { <-slow; return http.StatusOK, "late" })
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	h := e.svc.runs.start(ctx, e.svc, "run_y", "g", "")
+	h := e.svc.Open(ctx, Options{Name: "g"})
 	if _, err := h.Ask(context.Background(), abi.AskRequest{Instruction: "x"}); !errs.Is(err, errs.Timeout) {
 		t.Errorf("past the run's deadline: %v", err)
 	}
-	h.end()
+	h.Close()
 
 	e.llm.setReply(func(chatCall) (int, string) { return http.StatusInternalServerError, "" })
-	h = e.svc.runs.start(context.Background(), e.svc, "run_z", "g", "")
+	h = e.svc.Open(context.Background(), Options{Name: "g"})
 	if _, err := h.Ask(context.Background(), abi.AskRequest{Instruction: "x"}); !errs.Is(err, errs.Upstream) {
 		t.Errorf("model 500: %v", err)
 	}
-	h.end()
+	h.Close()
 
 	none := newEnv(t, envOptions{noModel: true})
-	h = none.svc.runs.start(context.Background(), none.svc, "run_n", "g", "")
+	h = none.svc.Open(context.Background(), Options{Name: "g"})
 	if _, err := h.Ask(context.Background(), abi.AskRequest{Instruction: "x"}); !errs.Is(err, errs.Unavailable) {
 		t.Errorf("no model: %v", err)
 	}
-	h.end()
+	h.Close()
 }
 
 func TestTokenOwner(t *testing.T) {
@@ -110,10 +111,10 @@ func TestTokenOwner(t *testing.T) {
 }
 
 func TestHelperTokens(t *testing.T) {
-	r := newTokenRegistry("0123456789abcdef")
+	r := New("0123456789abcdef", nil, nil, Config{})
 	seen := map[string]bool{}
 	for i := 0; i < 100; i++ {
-		h := r.start(context.Background(), nil, "run", "g", "")
+		h := r.Open(context.Background(), Options{Name: "g"})
 		if seen[h.token] || len(h.token) != 4+16+1+43 || TokenOwner(h.token) != "0123456789abcdef" {
 			t.Fatalf("token %q repeated or malformed", h.token)
 		}
@@ -121,7 +122,7 @@ func TestHelperTokens(t *testing.T) {
 		if r.lookup(h.token) != h || r.lookup(h.token+"x") != nil || r.lookup(h.token[:len(h.token)-1]) != nil {
 			t.Fatal("lookup")
 		}
-		h.end()
+		h.Close()
 		if r.lookup(h.token) != nil {
 			t.Fatal("a revoked token still resolves")
 		}
