@@ -15,7 +15,6 @@ import (
 
 	"github.com/pixie-dev/pixie/internal/channel/lark/larkapi"
 	"github.com/pixie-dev/pixie/internal/errs"
-	"github.com/pixie-dev/pixie/internal/keylock"
 	"github.com/pixie-dev/pixie/internal/store"
 )
 
@@ -46,19 +45,9 @@ type Channel struct {
 	wake   chan struct{}
 	inSeq  atomic.Uint64
 
-	// runMu guards settling and runs.
-	runMu sync.Mutex
-	// settling holds the Deliveries being settled right now (one settlement at a time).
-	settling map[string]bool
-	// runs are the cancel functions of running built-in executor turns, by Delivery id.
-	runs map[string]context.CancelFunc
-	// activating holds Deliveries whose activation (reaction, spool, executor) is under way.
-	activating map[string]bool
-	// ready holds, per current Delivery, a channel closed once its activation is done.
-	ready map[string]chan struct{}
+	// q is the Loci's Delivery queue with its locks and run state (queue.go).
+	q *queue
 
-	spool   *spool
-	locks   keylock.Mutex
 	members larkapi.MemberCache
 
 	// sh is the part for stores other replicas share (shared.go).
@@ -89,15 +78,11 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Channel, error) {
 	}
 	c := &Channel{
 		st: st, cfg: cfg, log: cfg.Logger, met: newMetrics(cfg.Registerer), secrets: secrets,
-		started:    cfg.Now().UTC(),
-		wake:       make(chan struct{}, 1),
-		settling:   map[string]bool{},
-		runs:       map[string]context.CancelFunc{},
-		activating: map[string]bool{},
-		ready:      map[string]chan struct{}{},
+		started: cfg.Now().UTC(),
+		wake:    make(chan struct{}, 1),
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.spool = newSpool(cfg.SpoolDir, c.log, st, cfg.MaxDeadline+time.Hour)
+	c.q = newQueue(cfg.MaxQueue, cfg.InitialDeadline, c.now, newSpool(cfg.SpoolDir, c.log, st, cfg.MaxDeadline+time.Hour))
 	if err := c.loadBinding(ctx); err != nil {
 		return nil, err
 	}
@@ -294,7 +279,7 @@ func (c *Channel) Status(ctx context.Context) Status {
 	if s.Executor == ExecutorBuiltin && !s.ModelConfigured {
 		s.Warnings = append(s.Warnings, "the built-in executor has no Pixie model configured: its Deliveries fail until one is")
 	}
-	if p := c.spool.problem(); p != "" {
+	if p := c.q.spool.problem(); p != "" {
 		s.Warnings = append(s.Warnings, "images are unavailable: "+p)
 	} else {
 		s.ImagesOK = true
@@ -337,15 +322,6 @@ func (c *Channel) kick() {
 // modelConfigured reports whether the built-in executor has a model.
 func (c *Channel) modelConfigured() bool {
 	return c.cfg.Model != nil && c.cfg.Model.Info().Configured
-}
-
-// lock waits for key's turn among the channel's keyed locks; the returned func releases it.
-func (c *Channel) lock(ctx context.Context, key string) (func(), error) {
-	unlock, err := c.locks.Lock(ctx, key)
-	if err != nil {
-		return nil, errs.Wrap(errs.Timeout, err, "gave up waiting for an earlier request on the same session")
-	}
-	return unlock, nil
 }
 
 // describeErr is err's client-safe message: a coded error's message, else its text.

@@ -16,90 +16,6 @@ import (
 // MaxReasonChars caps a no-reply or failure reason.
 const MaxReasonChars = 500
 
-// errQueueFull refuses a Delivery when the Locus's queue is at MaxQueue.
-var errQueueFull = errs.New(errs.Conflict, "the queue is full")
-
-// enqueue appends a Delivery for msg to l's FIFO, in tx. When l is idle the Delivery becomes
-// current at once (accepted now, deadline InitialDeadline from now). l is updated in place and
-// written.
-func (c *Channel) enqueue(tx *store.Tx, l *Locus, msg larkapi.Message, receivedAt time.Time) (Delivery, error) {
-	if l.Current != "" && l.Queued >= c.cfg.MaxQueue {
-		return Delivery{}, errQueueFull
-	}
-	if l.NextSeq < 1 {
-		l.NextSeq = 1
-	}
-	seq := l.NextSeq
-	l.NextSeq++
-	d := Delivery{
-		ID: deliveryID(l.ID, seq), LocusID: l.ID, Seq: seq, MessageID: msg.MessageID, ChatID: msg.ChatID,
-		ThreadID: msg.ThreadID, SenderOpenID: msg.SenderOpenID, Text: msg.Text, Images: msg.Images,
-		Truncated: msg.Truncated, State: DeliveryQueued, ReceivedAt: receivedAt,
-	}
-	if l.Current == "" {
-		c.makeCurrent(&d, l)
-	} else {
-		l.Queued++
-	}
-	if err := colDelivery.Put(tx, deliveryKey(l.ID, seq), d); err != nil {
-		return Delivery{}, err
-	}
-	return d, colLocus.Put(tx, l.ID, *l)
-}
-
-func (c *Channel) makeCurrent(d *Delivery, l *Locus) {
-	now := c.now()
-	d.State = DeliveryCurrent
-	d.AcceptedAt = ptime(now)
-	d.Deadline = ptime(now.Add(c.cfg.InitialDeadline))
-	l.Current = d.ID
-}
-
-// promoteNext makes the first queued Delivery after afterSeq current, in tx, and returns it
-// (nil when the queue is empty). l is updated in place; the caller writes it.
-func (c *Channel) promoteNext(tx *store.Tx, l *Locus, afterSeq int64) (*Delivery, error) {
-	l.Current = ""
-	var next *Delivery
-	err := colDelivery.Each(tx, l.ID+"/", store.ScanOptions{After: []byte(deliveryKey(l.ID, afterSeq))},
-		func(_ string, d Delivery) error {
-			if d.State == DeliveryQueued {
-				next = &d
-				return store.ErrStop
-			}
-			return nil
-		})
-	if err != nil || next == nil {
-		l.Queued = 0
-		return nil, err
-	}
-	c.makeCurrent(next, l)
-	if l.Queued > 0 {
-		l.Queued--
-	}
-	return next, colDelivery.Put(tx, deliveryKey(l.ID, next.Seq), *next)
-}
-
-// pruneSettled keeps the newest maxKeptSettled settled Deliveries of a Locus.
-func pruneSettled(tx *store.Tx, locusID string) error {
-	var settled []string
-	err := colDelivery.Each(tx, locusID+"/", store.ScanOptions{}, func(id string, d Delivery) error {
-		if d.State != DeliveryQueued && d.State != DeliveryCurrent {
-			settled = append(settled, id)
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	for len(settled) > maxKeptSettled {
-		if err := tx.DeleteRaw(colDelivery.Key(settled[0])); err != nil {
-			return err
-		}
-		settled = settled[1:]
-	}
-	return nil
-}
-
 // outcome is how a Delivery ends.
 type outcome struct {
 	state string // DeliveryDone, DeliveryFailed or DeliveryTimedOut
@@ -119,18 +35,10 @@ type settleCheck func(d Delivery, l Locus) error
 // Delivery's images are deleted, and then one transaction marks it settled and makes the next
 // queued Delivery current. Reactions and the next Delivery's start follow asynchronously.
 func (c *Channel) settle(ctx context.Context, id string, check settleCheck, o outcome) (Delivery, error) {
-	c.runMu.Lock()
-	if c.settling[id] {
-		c.runMu.Unlock()
+	if !c.q.beginSettle(id) {
 		return Delivery{}, errs.New(errs.Conflict, "the Delivery is being settled by another request")
 	}
-	c.settling[id] = true
-	c.runMu.Unlock()
-	defer func() {
-		c.runMu.Lock()
-		delete(c.settling, id)
-		c.runMu.Unlock()
-	}()
+	defer c.q.endSettle(id)
 	if c.isShared() {
 		release, err := c.claimSettle(ctx, id)
 		if err != nil {
@@ -167,11 +75,11 @@ func (c *Channel) settle(ctx context.Context, id string, check settleCheck, o ou
 			return Delivery{}, err
 		}
 	}
-	unlock, err := c.sideLock(ctx, l.ID)
+	unlock, err := c.q.sideLock(ctx, l.ID)
 	if err != nil {
 		return Delivery{}, err
 	}
-	_ = c.spool.remove(d.ID)
+	_ = c.q.spool.remove(d.ID)
 	var settled Delivery
 	var next *Delivery
 	err = c.st.Update(ctx, func(tx *store.Tx) error {
@@ -205,7 +113,7 @@ func (c *Channel) settle(ctx context.Context, id string, check settleCheck, o ou
 				return err
 			}
 		}
-		next, err = c.promoteNext(tx, &l, d.Seq)
+		next, err = c.q.promoteNext(tx, &l, d.Seq)
 		if err != nil {
 			return err
 		}
@@ -219,8 +127,8 @@ func (c *Channel) settle(ctx context.Context, id string, check settleCheck, o ou
 	if err != nil {
 		return Delivery{}, err
 	}
-	c.cancelRun(id)
-	c.forgetReady(id)
+	c.q.cancelRun(id)
+	c.q.forgetReady(id)
 	outcomeLabel := o.state
 	if o.state == DeliveryDone && o.reply == "" {
 		outcomeLabel = "no_reply"
@@ -250,7 +158,7 @@ func (c *Channel) remember(tx *store.Tx, childID, q, a string, at time.Time) err
 // afterSettle swaps the working reaction for done or failed, then starts the next Delivery.
 func (c *Channel) afterSettle(ctx context.Context, settled Delivery, next *Delivery) {
 	if b := c.binding(); b != nil {
-		if unlock, err := c.sideLock(ctx, settled.LocusID); err == nil {
+		if unlock, err := c.q.sideLock(ctx, settled.LocusID); err == nil {
 			// Re-read: the activation may have recorded the working reaction after we loaded it.
 			working := settled.WorkingReaction
 			_ = c.st.View(ctx, func(tx *store.Tx) error {
@@ -288,29 +196,6 @@ func (c *Channel) loadCurrent(ctx context.Context, id string) (d Delivery, l Loc
 	return d, l, err
 }
 
-func currentIn(tx *store.Tx, id string) (Delivery, Locus, error) {
-	lid, seq, ok := parseDeliveryID(id)
-	if !ok {
-		return Delivery{}, Locus{}, errs.New(errs.Invalid, "malformed delivery id")
-	}
-	d, err := colDelivery.Get(tx, deliveryKey(lid, seq))
-	if errors.Is(err, store.ErrNotFound) {
-		return Delivery{}, Locus{}, errs.New(errs.NotFound, "no such delivery")
-	} else if err != nil {
-		return Delivery{}, Locus{}, err
-	}
-	l, err := colLocus.Get(tx, lid)
-	if errors.Is(err, store.ErrNotFound) {
-		return Delivery{}, Locus{}, errs.New(errs.NotFound, "no such locus")
-	} else if err != nil {
-		return Delivery{}, Locus{}, err
-	}
-	if d.State != DeliveryCurrent || l.Current != d.ID {
-		return d, l, errs.New(errs.Conflict, "the delivery is not current (it is %s)", stateWord(d.State))
-	}
-	return d, l, nil
-}
-
 func stateWord(s string) string {
 	if s == deliveryStateNone {
 		return "unknown"
@@ -324,23 +209,15 @@ func (c *Channel) activate(ctx context.Context, d Delivery) {
 	if !c.leads() {
 		return
 	}
-	c.runMu.Lock()
-	if c.activating[d.ID] {
-		c.runMu.Unlock()
+	if !c.q.beginActivate(d.ID) {
 		return
 	}
-	c.activating[d.ID] = true
-	c.runMu.Unlock()
-	defer func() {
-		c.runMu.Lock()
-		delete(c.activating, d.ID)
-		c.runMu.Unlock()
-	}()
+	defer c.q.endActivate(d.ID)
 	b := c.binding()
 	if b == nil {
 		return
 	}
-	unlock, err := c.sideLock(ctx, d.LocusID)
+	unlock, err := c.q.sideLock(ctx, d.LocusID)
 	if err != nil {
 		return
 	}
@@ -371,8 +248,8 @@ func (c *Channel) activate(ctx context.Context, d Delivery) {
 			}
 		}
 	}
-	c.spool.fetch(ctx, b.api, cur, c.cfg.MaxImageBytes)
-	c.markReady(cur.ID)
+	c.q.spool.fetch(ctx, b.api, cur, c.cfg.MaxImageBytes)
+	c.q.markReady(cur.ID)
 	if c.isShared() {
 		c.announceReady(ctx, cur.ID)
 	}
@@ -380,12 +257,6 @@ func (c *Channel) activate(ctx context.Context, d Delivery) {
 	if l.Executor == ExecutorBuiltin {
 		c.startBuiltin(cur, l)
 	}
-}
-
-// sideLock serialises the Lark side effects of one Locus (reactions, spool) so that a
-// Delivery's settlement never overtakes its activation.
-func (c *Channel) sideLock(ctx context.Context, locusID string) (func(), error) {
-	return c.lock(ctx, "locus:"+locusID)
 }
 
 // FinishRequest ends the current Delivery: a reply body, or no reply with a reason.
@@ -593,17 +464,6 @@ func (c *Channel) Cancel(ctx context.Context, locusID, reason string) (DeliveryV
 	return c.viewOf(ctx, d)
 }
 
-// cancelRun stops a running built-in turn of Delivery id.
-func (c *Channel) cancelRun(id string) {
-	c.runMu.Lock()
-	cancel := c.runs[id]
-	delete(c.runs, id)
-	c.runMu.Unlock()
-	if cancel != nil {
-		cancel()
-	}
-}
-
 // recover resumes after a start: every current Delivery is activated again (its reaction is
 // kept if it has one, its images are fetched again, the built-in executor runs it again), and a
 // Locus that is idle with Deliveries queued starts the first.
@@ -631,7 +491,7 @@ func (c *Channel) recover(ctx context.Context) {
 					return err
 				}
 			}
-			next, err := c.promoteNext(tx, &l, 0)
+			next, err := c.q.promoteNext(tx, &l, 0)
 			if err != nil {
 				return err
 			}

@@ -24,25 +24,23 @@ const builtinReplyAttempts = 3
 // executor then finishes the Delivery. A model turn ending is not what ends the Delivery: the
 // finish is.
 func (c *Channel) startBuiltin(d Delivery, l Locus) {
-	c.runMu.Lock()
-	if _, running := c.runs[d.ID]; running {
-		c.runMu.Unlock()
+	var ctx context.Context
+	var cancel context.CancelFunc
+	if !c.q.startRun(d.ID, func() context.CancelFunc {
+		deadline := time.Now().Add(c.cfg.InitialDeadline)
+		if d.Deadline != nil {
+			deadline = time.Now().Add(d.Deadline.Sub(c.now()))
+		}
+		ctx, cancel = context.WithDeadline(c.ctx, deadline)
+		return cancel
+	}) {
 		return
 	}
-	deadline := time.Now().Add(c.cfg.InitialDeadline)
-	if d.Deadline != nil {
-		deadline = time.Now().Add(d.Deadline.Sub(c.now()))
-	}
-	ctx, cancel := context.WithDeadline(c.ctx, deadline)
-	c.runs[d.ID] = cancel
-	c.runMu.Unlock()
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
 		defer func() {
-			c.runMu.Lock()
-			delete(c.runs, d.ID)
-			c.runMu.Unlock()
+			c.q.endRun(d.ID)
 			cancel()
 		}()
 		c.runBuiltin(ctx, d, l)
@@ -138,7 +136,7 @@ func (c *Channel) builtinRequest(ctx context.Context, d Delivery, l Locus, child
 		q.WriteString("\n[the message was longer and has been cut]")
 	}
 	if len(d.Images) > 0 {
-		files, note := c.spool.get(d.ID)
+		files, note := c.q.spool.get(d.ID)
 		for _, f := range files {
 			fmt.Fprintf(&q, "\n[image %d attached: %s, %d bytes — this model cannot see images]", f.Index, f.MediaType, f.Size)
 		}

@@ -12,23 +12,6 @@ import (
 	"github.com/pixie-dev/pixie/internal/store"
 )
 
-// activeLocus returns the active Locus of an entry.
-func activeLocus(tx *store.Tx, entry string) (Locus, bool, error) {
-	id, err := colEntry.Get(tx, entry)
-	if errors.Is(err, store.ErrNotFound) {
-		return Locus{}, false, nil
-	} else if err != nil {
-		return Locus{}, false, err
-	}
-	l, err := colLocus.Get(tx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return Locus{}, false, nil
-	} else if err != nil {
-		return Locus{}, false, err
-	}
-	return l, l.State == LocusActive, nil
-}
-
 // createLocus associates an entry with a main session and a new child, in tx.
 func (c *Channel) createLocus(tx *store.Tx, chatID, threadID, chatType string, main Session, qa bool) (Locus, error) {
 	entry := larkapi.EntryKey(chatID, threadID)

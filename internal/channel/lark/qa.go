@@ -73,7 +73,7 @@ func (c *Channel) OpenQAGroup(ctx context.Context, src QASource) (QAGroup, error
 	} else if !larkapi.ValidOpenID(person) {
 		return QAGroup{}, errs.New(errs.Invalid, "openId must be a Lark open_id (ou_…)")
 	}
-	unlock, err := c.lock(ctx, "qa:"+src.SessionID)
+	unlock, err := c.q.lock(ctx, "qa:"+src.SessionID)
 	if err != nil {
 		return QAGroup{}, err
 	}

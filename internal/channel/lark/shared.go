@@ -132,14 +132,14 @@ func (c *Channel) heard(n store.Note) {
 		})
 	case strings.HasPrefix(n.Payload, noteSettled):
 		id := strings.TrimPrefix(n.Payload, noteSettled)
-		c.cancelRun(id)
-		c.forgetReady(id)
-		c.spool.removeLocal(id)
+		c.q.cancelRun(id)
+		c.q.forgetReady(id)
+		c.q.spool.removeLocal(id)
 		if c.leads() {
 			c.goOutbound(func(ctx context.Context) { c.recover(ctx) })
 		}
 	case strings.HasPrefix(n.Payload, noteReady):
-		c.markReady(strings.TrimPrefix(n.Payload, noteReady))
+		c.q.markReady(strings.TrimPrefix(n.Payload, noteReady))
 	}
 }
 

@@ -2,7 +2,6 @@ package lark
 
 import (
 	"context"
-	"errors"
 	"os"
 	"time"
 
@@ -61,7 +60,7 @@ func (c *Channel) view(d Delivery, l Locus) DeliveryView {
 		Replied: d.Replied, NoReplyReason: d.NoReplyReason, FailReason: d.FailReason,
 	}
 	if d.State == DeliveryCurrent && len(d.Images) > 0 {
-		files, note := c.spool.get(d.ID)
+		files, note := c.q.spool.get(d.ID)
 		for _, f := range files {
 			v.Images = append(v.Images, ImageView{Index: f.Index, MediaType: f.MediaType, Size: f.Size, Path: f.Path})
 		}
@@ -81,24 +80,6 @@ func (c *Channel) viewOf(ctx context.Context, d Delivery) (DeliveryView, error) 
 		return DeliveryView{}, err
 	}
 	return c.view(d, l), nil
-}
-
-// childLocus returns the active Locus served by childID.
-func childLocus(tx *store.Tx, childID string) (Locus, error) {
-	ch, err := colChild.Get(tx, childID)
-	if errors.Is(err, store.ErrNotFound) {
-		return Locus{}, errs.New(errs.NotFound, "no such child session")
-	} else if err != nil {
-		return Locus{}, err
-	}
-	if ch.Archived {
-		return Locus{}, errs.New(errs.Conflict, "the child session is archived")
-	}
-	l, err := colLocus.Get(tx, ch.LocusID)
-	if errors.Is(err, store.ErrNotFound) {
-		return Locus{}, errs.New(errs.NotFound, "no such locus")
-	}
-	return l, err
 }
 
 // Current returns the current Delivery of childID's Locus (what an external executor pulls).
@@ -143,7 +124,7 @@ func (c *Channel) Current(ctx context.Context, childID string) (DeliveryView, er
 	wait:
 		for {
 			select {
-			case <-c.readyChan(d.ID):
+			case <-c.q.readyChan(d.ID):
 				break wait
 			case <-recheck:
 				if c.readyInStore(ctx, d.ID) {
@@ -161,35 +142,6 @@ func (c *Channel) Current(ctx context.Context, childID string) (DeliveryView, er
 
 // activationWait bounds how long Current waits for a Delivery's activation.
 const activationWait = 2 * time.Minute
-
-// readyChan returns the channel closed when Delivery id's activation is done.
-func (c *Channel) readyChan(id string) chan struct{} {
-	c.runMu.Lock()
-	defer c.runMu.Unlock()
-	ch, ok := c.ready[id]
-	if !ok {
-		ch = make(chan struct{})
-		c.ready[id] = ch
-	}
-	return ch
-}
-
-func (c *Channel) markReady(id string) {
-	ch := c.readyChan(id)
-	c.runMu.Lock()
-	defer c.runMu.Unlock()
-	select {
-	case <-ch:
-	default:
-		close(ch)
-	}
-}
-
-func (c *Channel) forgetReady(id string) {
-	c.runMu.Lock()
-	delete(c.ready, id)
-	c.runMu.Unlock()
-}
 
 // WaitCurrent is Current with a long poll: when the Locus is idle it waits up to max for a
 // Delivery to become current (max zero means no waiting).
@@ -242,11 +194,11 @@ func (c *Channel) Image(ctx context.Context, childID, deliveryID string, index i
 	if err != nil {
 		return nil, "", err
 	}
-	files, note := c.spool.get(deliveryID)
+	files, note := c.q.spool.get(deliveryID)
 	for _, f := range files {
 		if f.Index == index {
-			if c.spool.st != nil {
-				data, err := c.spool.body(ctx, deliveryID, index)
+			if c.q.spool.st != nil {
+				data, err := c.q.spool.body(ctx, deliveryID, index)
 				if err != nil {
 					return nil, "", errs.Wrap(errs.NotFound, err, "the image is no longer in the spool")
 				}

@@ -117,7 +117,7 @@ func (c *Channel) process(ctx context.Context, in inbound) error {
 				return err
 			}
 		}
-		d, err := c.enqueue(tx, &l, msg, in.ReceivedAt)
+		d, err := c.q.enqueue(tx, &l, msg, in.ReceivedAt)
 		if errors.Is(err, errQueueFull) {
 			reason = reasonQueueFull
 			return nil
