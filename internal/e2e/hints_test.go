@@ -101,3 +101,23 @@ func TestHintPollingFallback(t *testing.T) {
 	shot(t, b, "polling")
 	noConsoleErrors(t, b)
 }
+
+// TestHintEnterAddsNoLineBreak: Enter sends the hint and never adds a line break to the input,
+// however long the server takes to answer. The browser gets Enter as CDP sends it, a keydown
+// and then its own char event (a real keyboard's keypress); the request is held unanswered, so
+// the input is read before the bar clears it.
+func TestHintEnterAddsNoLineBreak(t *testing.T) {
+	p := testutil.StartServer(t, t.TempDir(), nil)
+	b := NewBrowser(t, 1280, 800)
+	viewport(t, b, 1280, 800)
+	login(t, b, p)
+	b.Run(t, "open the bar", click(chromedp.CSS("#hintbar button.pill")), chromedp.WaitVisible(chromedp.CSS("#hintbar .panel textarea")))
+	b.Run(t, "type a hint", chromedp.SendKeys(chromedp.CSS("#hintbar textarea"), "Use the v2 API"))
+	Eval[bool](t, b, `(() => { const f = window.fetch; window.__held = 0;
+		window.fetch = (u, o) => (o && o.method === 'POST' && String(u).endsWith('/v1/hints')) ? (window.__held++, new Promise(() => {})) : f(u, o); return true; })()`)
+	b.Run(t, "Enter sends", chromedp.KeyEvent(kb.Enter))
+	waitFor(t, b, "the held send", `window.__held === 1`)
+	if v := Eval[string](t, b, `document.querySelector('#hintbar textarea').value`); v != "Use the v2 API" {
+		t.Fatalf("after Enter the input holds %q, want the text without a line break", v)
+	}
+}

@@ -61,6 +61,11 @@ export function hintBar(root, ui) {
   input.addEventListener('keydown', (ev) => {
     if (ev.key === 'Enter' && !ev.shiftKey && !ev.isComposing) { ev.preventDefault(); send(); }
   });
+  // The same Enter may also arrive as a keypress of its own (CDP and some input tools send the
+  // character apart from the key): it must not add a line break either.
+  input.addEventListener('keypress', (ev) => {
+    if (ev.key === 'Enter' && !ev.shiftKey && !ev.isComposing) ev.preventDefault();
+  });
 
   async function send() {
     const text = input.value;
