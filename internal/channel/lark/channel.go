@@ -82,7 +82,7 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Channel, error) {
 		wake:    make(chan struct{}, 1),
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.q = newQueue(cfg.MaxQueue, cfg.InitialDeadline, c.now, newSpool(cfg.SpoolDir, c.log, st, cfg.MaxDeadline+time.Hour))
+	c.q = newQueue(st, cfg, c.now, newSpool(cfg.SpoolDir, c.log, st, cfg.MaxDeadline+time.Hour))
 	if err := c.loadBinding(ctx); err != nil {
 		return nil, err
 	}

@@ -210,7 +210,7 @@ func (c *Channel) bindEntry(ctx context.Context, msg larkapi.Message, prefix str
 				return err
 			}
 		}
-		nl, err := c.createLocus(tx, msg.ChatID, msg.ThreadID, msg.ChatType, s, false)
+		nl, err := c.q.createLocus(tx, msg.ChatID, msg.ThreadID, msg.ChatType, s, false)
 		if err != nil {
 			return err
 		}
@@ -229,7 +229,7 @@ func (c *Channel) statusText(ctx context.Context, entry string) (string, error) 
 	if !ok {
 		return "This chat is not bound. An allowlisted sender's first mention binds it to a new main session; /bind attaches it to an existing one.", nil
 	}
-	v, err := c.locusView(ctx, l)
+	v, err := c.q.locusView(ctx, l)
 	if err != nil {
 		return "", err
 	}

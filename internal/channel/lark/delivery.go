@@ -47,7 +47,7 @@ func (c *Channel) settle(ctx context.Context, id string, check settleCheck, o ou
 		defer release()
 	}
 
-	d, l, err := c.loadCurrent(ctx, id)
+	d, l, err := c.q.loadCurrent(ctx, id)
 	if err != nil {
 		return Delivery{}, err
 	}
@@ -109,7 +109,7 @@ func (c *Channel) settle(ctx context.Context, id string, check settleCheck, o ou
 			return err
 		}
 		if o.reply != "" {
-			if err := c.remember(tx, l.ChildID, d.Text, o.reply, now); err != nil {
+			if err := c.q.remember(tx, l.ChildID, d.Text, o.reply, now); err != nil {
 				return err
 			}
 		}
@@ -141,15 +141,15 @@ func (c *Channel) settle(ctx context.Context, id string, check settleCheck, o ou
 }
 
 // remember appends a question and answer to the child's own history (bounded).
-func (c *Channel) remember(tx *store.Tx, childID, q, a string, at time.Time) error {
+func (q *queue) remember(tx *store.Tx, childID, question, answer string, at time.Time) error {
 	ch, err := colChild.Get(tx, childID)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
 	} else if err != nil {
 		return err
 	}
-	ch.History = append(ch.History, Turn{Question: clip.Runes(q, 4000), Answer: clip.Runes(a, 4000), At: at})
-	if n := len(ch.History) - c.cfg.HistoryTurns; n > 0 {
+	ch.History = append(ch.History, Turn{Question: clip.Runes(question, 4000), Answer: clip.Runes(answer, 4000), At: at})
+	if n := len(ch.History) - q.historyTurns; n > 0 {
 		ch.History = append([]Turn(nil), ch.History[n:]...)
 	}
 	return colChild.Put(tx, ch.ID, ch)
@@ -188,8 +188,8 @@ func (c *Channel) afterSettle(ctx context.Context, settled Delivery, next *Deliv
 }
 
 // loadCurrent reads Delivery id and its Locus, requiring it to be the Locus's current one.
-func (c *Channel) loadCurrent(ctx context.Context, id string) (d Delivery, l Locus, err error) {
-	err = c.st.View(ctx, func(tx *store.Tx) error {
+func (q *queue) loadCurrent(ctx context.Context, id string) (d Delivery, l Locus, err error) {
+	err = q.st.View(ctx, func(tx *store.Tx) error {
 		d, l, err = currentIn(tx, id)
 		return err
 	})
@@ -222,7 +222,7 @@ func (c *Channel) activate(ctx context.Context, d Delivery) {
 		return
 	}
 	// Still current? (It may have been settled while waiting for the lock.)
-	cur, l, err := c.loadCurrent(ctx, d.ID)
+	cur, l, err := c.q.loadCurrent(ctx, d.ID)
 	if err != nil {
 		unlock()
 		return
@@ -316,7 +316,7 @@ func (c *Channel) Finish(ctx context.Context, childID string, req FinishRequest)
 	if err != nil {
 		return DeliveryView{}, err
 	}
-	return c.viewOf(ctx, d)
+	return c.q.viewOf(ctx, d)
 }
 
 // WaitRequest extends the current Delivery's deadline.
@@ -338,19 +338,19 @@ type WaitResult struct {
 // Wait extends the current Delivery's deadline (pet_locus_wait). It fails with conflict once
 // the deadline is at the cap.
 func (c *Channel) Wait(ctx context.Context, childID string, req WaitRequest) (WaitResult, error) {
-	return c.extend(ctx, req, callerCheck(childID))
+	return c.q.extend(ctx, req, callerCheck(childID))
 }
 
-func (c *Channel) extend(ctx context.Context, req WaitRequest, check settleCheck) (WaitResult, error) {
+func (q *queue) extend(ctx context.Context, req WaitRequest, check settleCheck) (WaitResult, error) {
 	ext := time.Duration(req.ExtendSeconds) * time.Second
 	if req.ExtendSeconds == 0 {
-		ext = c.cfg.InitialDeadline
+		ext = q.initialDeadline
 	}
-	if req.ExtendSeconds < 0 || ext > c.cfg.MaxDeadline {
-		return WaitResult{}, errs.New(errs.Invalid, "extendSeconds must be between 1 and %d", int64(c.cfg.MaxDeadline/time.Second))
+	if req.ExtendSeconds < 0 || ext > q.maxDeadline {
+		return WaitResult{}, errs.New(errs.Invalid, "extendSeconds must be between 1 and %d", int64(q.maxDeadline/time.Second))
 	}
 	var out WaitResult
-	err := c.st.Update(ctx, func(tx *store.Tx) error {
+	err := q.st.Update(ctx, func(tx *store.Tx) error {
 		d, l, err := currentIn(tx, req.DeliveryID)
 		if err != nil {
 			return err
@@ -360,13 +360,13 @@ func (c *Channel) extend(ctx context.Context, req WaitRequest, check settleCheck
 				return err
 			}
 		}
-		now := c.now()
+		now := q.now()
 		if d.Deadline != nil && !now.Before(*d.Deadline) {
 			return errs.New(errs.Conflict, "the deadline has passed; the delivery is timing out")
 		}
-		limit := d.AcceptedAt.Add(c.cfg.MaxDeadline)
+		limit := d.AcceptedAt.Add(q.maxDeadline)
 		if d.Deadline != nil && !d.Deadline.Before(limit) {
-			return errs.New(errs.Conflict, "the deadline is already at the %s cap", c.cfg.MaxDeadline)
+			return errs.New(errs.Conflict, "the deadline is already at the %s cap", q.maxDeadline)
 		}
 		nd := now.Add(ext)
 		capped := false
@@ -461,7 +461,7 @@ func (c *Channel) Cancel(ctx context.Context, locusID, reason string) (DeliveryV
 	if err != nil {
 		return DeliveryView{}, err
 	}
-	return c.viewOf(ctx, d)
+	return c.q.viewOf(ctx, d)
 }
 
 // recover resumes after a start: every current Delivery is activated again (its reaction is

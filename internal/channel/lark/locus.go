@@ -13,14 +13,14 @@ import (
 )
 
 // createLocus associates an entry with a main session and a new child, in tx.
-func (c *Channel) createLocus(tx *store.Tx, chatID, threadID, chatType string, main Session, qa bool) (Locus, error) {
+func (q *queue) createLocus(tx *store.Tx, chatID, threadID, chatType string, main Session, qa bool) (Locus, error) {
 	entry := larkapi.EntryKey(chatID, threadID)
 	l := Locus{
 		ID: newID("l", 12), Entry: entry, ChatID: chatID, ThreadID: threadID, ChatType: chatType,
-		MainSessionID: main.ID, ToolTier: TierRead, Executor: c.cfg.Executor, State: LocusActive, QA: qa,
-		Created: c.now(), NextSeq: 1,
+		MainSessionID: main.ID, ToolTier: TierRead, Executor: q.executor, State: LocusActive, QA: qa,
+		Created: q.now(), NextSeq: 1,
 	}
-	ch, err := c.newChild(tx, main.ID, l.ID, entry)
+	ch, err := q.newChild(tx, main.ID, l.ID, entry)
 	if err != nil {
 		return Locus{}, err
 	}
@@ -40,7 +40,7 @@ func (c *Channel) bootstrap(tx *store.Tx, msg larkapi.Message) (Locus, error) {
 		if err != nil {
 			return Locus{}, err
 		}
-		return c.createLocus(tx, msg.ChatID, "", msg.ChatType, main, false)
+		return c.q.createLocus(tx, msg.ChatID, "", msg.ChatType, main, false)
 	}
 	group, ok, err := activeLocus(tx, msg.ChatID)
 	if err != nil {
@@ -51,7 +51,7 @@ func (c *Channel) bootstrap(tx *store.Tx, msg larkapi.Message) (Locus, error) {
 		if err != nil {
 			return Locus{}, err
 		}
-		if group, err = c.createLocus(tx, msg.ChatID, "", msg.ChatType, main, false); err != nil {
+		if group, err = c.q.createLocus(tx, msg.ChatID, "", msg.ChatType, main, false); err != nil {
 			return Locus{}, err
 		}
 	}
@@ -59,7 +59,7 @@ func (c *Channel) bootstrap(tx *store.Tx, msg larkapi.Message) (Locus, error) {
 	if err != nil {
 		return Locus{}, err
 	}
-	return c.createLocus(tx, msg.ChatID, msg.ThreadID, msg.ChatType, main, false)
+	return c.q.createLocus(tx, msg.ChatID, msg.ThreadID, msg.ChatType, main, false)
 }
 
 // LocusView is a Locus for the settings page: the association, its sessions and its queue.
@@ -92,7 +92,7 @@ func (c *Channel) Loci(ctx context.Context) ([]LocusView, error) {
 	}
 	out := make([]LocusView, 0, len(ls))
 	for _, l := range ls {
-		v, err := c.locusView(ctx, l)
+		v, err := c.q.locusView(ctx, l)
 		if err != nil {
 			return nil, err
 		}
@@ -127,20 +127,20 @@ func (c *Channel) GetLocus(ctx context.Context, id string) (LocusDetail, error) 
 	if err != nil {
 		return LocusDetail{}, err
 	}
-	v, err := c.locusView(ctx, l)
+	v, err := c.q.locusView(ctx, l)
 	if err != nil {
 		return LocusDetail{}, err
 	}
 	out := LocusDetail{LocusView: v, Deliveries: make([]DeliveryView, 0, len(ds))}
 	for _, d := range ds {
-		out.Deliveries = append(out.Deliveries, c.view(d, l))
+		out.Deliveries = append(out.Deliveries, c.q.view(d, l))
 	}
 	return out, nil
 }
 
-func (c *Channel) locusView(ctx context.Context, l Locus) (LocusView, error) {
+func (q *queue) locusView(ctx context.Context, l Locus) (LocusView, error) {
 	v := LocusView{Locus: l}
-	err := c.st.View(ctx, func(tx *store.Tx) error {
+	err := q.st.View(ctx, func(tx *store.Tx) error {
 		if s, err := colSession.Get(tx, l.MainSessionID); err == nil {
 			v.MainSession = &s
 		}
@@ -150,7 +150,7 @@ func (c *Channel) locusView(ctx context.Context, l Locus) (LocusView, error) {
 		if l.Current != "" {
 			if lid, seq, ok := parseDeliveryID(l.Current); ok {
 				if d, err := colDelivery.Get(tx, deliveryKey(lid, seq)); err == nil {
-					dv := c.view(d, l)
+					dv := q.view(d, l)
 					v.CurrentView = &dv
 				}
 			}
@@ -202,7 +202,7 @@ func (c *Channel) UpdateLocus(ctx context.Context, id string, u LocusUpdate) (Lo
 	if err != nil {
 		return LocusView{}, err
 	}
-	return c.locusView(ctx, l)
+	return c.q.locusView(ctx, l)
 }
 
 // ArchiveLocus ends a Locus (the /unbind of its entry): its current and queued Deliveries fail
@@ -281,7 +281,7 @@ func (c *Channel) ArchiveLocus(ctx context.Context, id, reason string) (LocusVie
 	if err != nil {
 		return LocusView{}, err
 	}
-	return c.locusView(ctx, l)
+	return c.q.locusView(ctx, l)
 }
 
 // failQueued fails every queued Delivery of a Locus, in one transaction, and gives each

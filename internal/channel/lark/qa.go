@@ -84,7 +84,7 @@ func (c *Channel) OpenQAGroup(ctx context.Context, src QASource) (QAGroup, error
 	err = c.st.Update(ctx, func(tx *store.Tx) error {
 		existing = nil
 		var err error
-		sess, err = c.ensureSession(tx, SessionRequest{ID: src.SessionID, Workspace: src.Workspace})
+		sess, err = c.q.ensureSession(tx, SessionRequest{ID: src.SessionID, Workspace: src.Workspace})
 		if err != nil {
 			return err
 		}
@@ -125,7 +125,7 @@ func (c *Channel) OpenQAGroup(ctx context.Context, src QASource) (QAGroup, error
 			return err
 		}
 		if !active {
-			if l, err = c.createLocus(tx, chatID, "", larkapi.ChatGroup, s, true); err != nil {
+			if l, err = c.q.createLocus(tx, chatID, "", larkapi.ChatGroup, s, true); err != nil {
 				return err
 			}
 		}

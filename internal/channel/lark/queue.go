@@ -13,14 +13,20 @@ import (
 )
 
 // queue is the Loci's durable queue of Deliveries and what this process knows of them: the
-// FIFO operations on the store (enqueue, promote the next, prune the settled, find the current
-// one), the keyed locks (a Locus's Lark side effects, a session's Q&A group), the image spool,
-// and the maps of the Deliveries being settled, activated and run here, and of those whose
-// activation is done. It owns its locks and maps; the Channel drives it (the lifecycle is in
-// doc.go). It is safe for concurrent use.
+// records' operations on the store (enqueue, promote the next, prune the settled, find the
+// current one, extend its deadline; create a Locus with its child session and the main session
+// it serves; keep a child's history; the views of Deliveries and Loci), the keyed locks (a
+// Locus's Lark side effects, a session's Q&A group), the image spool, and the maps of the
+// Deliveries being settled, activated and run here, and of those whose activation is done. It
+// owns its locks and maps; the Channel drives it and does everything that talks to Lark or
+// to other replicas (the lifecycle is in doc.go). It is safe for concurrent use.
 type queue struct {
+	st              *store.Store
 	maxQueue        int           // Deliveries that may wait behind the current one
-	initialDeadline time.Duration // a new current Delivery's deadline
+	initialDeadline time.Duration // a new current Delivery's deadline, and a wait's default
+	maxDeadline     time.Duration // how far past its acceptance a deadline may move
+	historyTurns    int           // question/answer pairs a child keeps
+	executor        string        // the executor of new Loci
 	now             func() time.Time
 
 	spool *spool
@@ -38,8 +44,11 @@ type queue struct {
 	ready map[string]chan struct{}
 }
 
-func newQueue(maxQueue int, initialDeadline time.Duration, now func() time.Time, sp *spool) *queue {
-	return &queue{maxQueue: maxQueue, initialDeadline: initialDeadline, now: now, spool: sp,
+// newQueue returns the queue over st with cfg's limits (cfg has its defaults).
+func newQueue(st *store.Store, cfg Config, now func() time.Time, sp *spool) *queue {
+	return &queue{st: st, maxQueue: cfg.MaxQueue, initialDeadline: cfg.InitialDeadline,
+		maxDeadline: cfg.MaxDeadline, historyTurns: cfg.HistoryTurns, executor: cfg.Executor,
+		now: now, spool: sp,
 		settling: map[string]bool{}, runs: map[string]context.CancelFunc{},
 		activating: map[string]bool{}, ready: map[string]chan struct{}{}}
 }

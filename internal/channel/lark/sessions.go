@@ -28,7 +28,7 @@ func (c *Channel) RegisterSession(ctx context.Context, req SessionRequest) (Sess
 	var out Session
 	err := c.st.Update(ctx, func(tx *store.Tx) error {
 		var err error
-		out, err = c.ensureSession(tx, req)
+		out, err = c.q.ensureSession(tx, req)
 		return err
 	})
 	return out, err
@@ -44,7 +44,7 @@ func checkSessionRequest(req SessionRequest) error {
 	return nil
 }
 
-func (c *Channel) ensureSession(tx *store.Tx, req SessionRequest) (Session, error) {
+func (q *queue) ensureSession(tx *store.Tx, req SessionRequest) (Session, error) {
 	s, err := colSession.Get(tx, req.ID)
 	switch {
 	case err == nil:
@@ -64,7 +64,7 @@ func (c *Channel) ensureSession(tx *store.Tx, req SessionRequest) (Session, erro
 	} else if isChild {
 		return Session{}, errs.New(errs.Conflict, "%s is a child session and cannot be a main session", shortID(req.ID))
 	}
-	s = Session{ID: req.ID, ShortID: shortID(req.ID), Workspace: req.Workspace, Created: c.now()}
+	s = Session{ID: req.ID, ShortID: shortID(req.ID), Workspace: req.Workspace, Created: q.now()}
 	return s, colSession.Put(tx, s.ID, s)
 }
 
@@ -184,8 +184,8 @@ func (c *Channel) chatSession(tx *store.Tx, chatID string) (Session, error) {
 var errNoWorkspace = errs.New(errs.Unavailable, "no usable default workspace")
 
 // newChild creates the dedicated child of a Locus under parent.
-func (c *Channel) newChild(tx *store.Tx, parent, locusID, entry string) (Child, error) {
-	ch := Child{ID: newID("c", 12), ParentID: parent, LocusID: locusID, Entry: entry, Created: c.now()}
+func (q *queue) newChild(tx *store.Tx, parent, locusID, entry string) (Child, error) {
+	ch := Child{ID: newID("c", 12), ParentID: parent, LocusID: locusID, Entry: entry, Created: q.now()}
 	return ch, colChild.Put(tx, ch.ID, ch)
 }
 

@@ -50,7 +50,7 @@ type ImageView struct {
 	Path      string `json:"path"`
 }
 
-func (c *Channel) view(d Delivery, l Locus) DeliveryView {
+func (q *queue) view(d Delivery, l Locus) DeliveryView {
 	v := DeliveryView{
 		ID: d.ID, LocusID: l.ID, ChildID: l.ChildID, MainSessionID: l.MainSessionID, Entry: l.Entry,
 		ChatID: d.ChatID, ThreadID: d.ThreadID, ChatType: l.ChatType, MessageID: d.MessageID,
@@ -60,7 +60,7 @@ func (c *Channel) view(d Delivery, l Locus) DeliveryView {
 		Replied: d.Replied, NoReplyReason: d.NoReplyReason, FailReason: d.FailReason,
 	}
 	if d.State == DeliveryCurrent && len(d.Images) > 0 {
-		files, note := c.q.spool.get(d.ID)
+		files, note := q.spool.get(d.ID)
 		for _, f := range files {
 			v.Images = append(v.Images, ImageView{Index: f.Index, MediaType: f.MediaType, Size: f.Size, Path: f.Path})
 		}
@@ -69,9 +69,9 @@ func (c *Channel) view(d Delivery, l Locus) DeliveryView {
 	return v
 }
 
-func (c *Channel) viewOf(ctx context.Context, d Delivery) (DeliveryView, error) {
+func (q *queue) viewOf(ctx context.Context, d Delivery) (DeliveryView, error) {
 	var l Locus
-	err := c.st.View(ctx, func(tx *store.Tx) error {
+	err := q.st.View(ctx, func(tx *store.Tx) error {
 		var err error
 		l, err = colLocus.Get(tx, d.LocusID)
 		return err
@@ -79,7 +79,7 @@ func (c *Channel) viewOf(ctx context.Context, d Delivery) (DeliveryView, error) 
 	if err != nil {
 		return DeliveryView{}, err
 	}
-	return c.view(d, l), nil
+	return q.view(d, l), nil
 }
 
 // Current returns the current Delivery of childID's Locus (what an external executor pulls).
@@ -137,7 +137,7 @@ func (c *Channel) Current(ctx context.Context, childID string) (DeliveryView, er
 			}
 		}
 	}
-	return c.view(d, l), nil
+	return c.q.view(d, l), nil
 }
 
 // activationWait bounds how long Current waits for a Delivery's activation.
@@ -152,7 +152,7 @@ func (c *Channel) WaitCurrent(ctx context.Context, childID string, max time.Dura
 		if err == nil || !errs.Is(err, errs.NotFound) || !time.Now().Before(deadline) {
 			return v, err
 		}
-		if v, _ := c.childExists(ctx, childID); !v {
+		if v, _ := c.q.childExists(ctx, childID); !v {
 			return DeliveryView{}, err
 		}
 		select {
@@ -168,9 +168,9 @@ func (c *Channel) WaitCurrent(ctx context.Context, childID string, max time.Dura
 // pollInterval is how often WaitCurrent looks for a new Delivery.
 const pollInterval = 200 * time.Millisecond
 
-func (c *Channel) childExists(ctx context.Context, childID string) (bool, error) {
+func (q *queue) childExists(ctx context.Context, childID string) (bool, error) {
 	var ok bool
-	err := c.st.View(ctx, func(tx *store.Tx) error {
+	err := q.st.View(ctx, func(tx *store.Tx) error {
 		_, err := childLocus(tx, childID)
 		ok = err == nil
 		return nil
