@@ -11,7 +11,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -40,6 +39,7 @@ import (
 	"github.com/pixie-dev/pixie/internal/settings"
 	"github.com/pixie-dev/pixie/internal/store"
 	"github.com/pixie-dev/pixie/runtime/modules"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 // Config configures the server. The zero value works for tests (Token must be set to reach any
@@ -420,16 +420,13 @@ func bind(c echo.Context, v any) error {
 }
 
 func decodeBody(body []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return errs.New(errs.Invalid, "invalid JSON body: it ends before the object does")
-		}
-		return errs.Wrap(errs.Invalid, err, "invalid JSON body: %s", err.Error())
-	}
-	if dec.More() {
+	switch err := abi.DecodeStrict(body, v); {
+	case errors.Is(err, abi.ErrTrailingData):
 		return errs.New(errs.Invalid, "invalid JSON body: trailing data after the object")
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+		return errs.New(errs.Invalid, "invalid JSON body: it ends before the object does")
+	case err != nil:
+		return errs.Wrap(errs.Invalid, err, "invalid JSON body: %s", err.Error())
 	}
 	return nil
 }

@@ -34,18 +34,15 @@ func decodeOutput(b []byte) (abi.GateOutput, error) {
 	if len(b) == 0 || b[0] != '{' {
 		return abi.GateOutput{}, errors.New("not a JSON object")
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
 	var r rawOutput
-	if err := dec.Decode(&r); err != nil {
+	if err := abi.DecodeStrict(b, &r); errors.Is(err, abi.ErrTrailingData) {
+		return abi.GateOutput{}, errors.New("text after the JSON object")
+	} else if err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
 			return abi.GateOutput{}, fmt.Errorf("field %q must be a string", te.Field)
 		}
 		return abi.GateOutput{}, err
-	}
-	if dec.More() {
-		return abi.GateOutput{}, errors.New("text after the JSON object")
 	}
 	get := func(p *string) string {
 		if p == nil {

@@ -3,6 +3,7 @@ package judge
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -290,14 +291,12 @@ func contentText(raw json.RawMessage) (string, error) {
 	}
 }
 
+// strictDecode is abi.DecodeStrict in the judge's words.
 func strictDecode(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if dec.More() {
+	if err := abi.DecodeStrict(data, v); errors.Is(err, abi.ErrTrailingData) {
 		return fmt.Errorf("data after the JSON value")
+	} else if err != nil {
+		return err
 	}
 	return nil
 }

@@ -91,9 +91,11 @@ const (
 // ErrTrailingData is the error of DecodeStrict when data follows the JSON value.
 var ErrTrailingData = errors.New("trailing data after the JSON value")
 
-// DecodeStrict decodes one JSON value of raw into v as the host reads every request that
-// crosses the guest boundary (ask, judge, log): a field v does not know is an error, and so is
-// anything after the value (ErrTrailingData).
+// DecodeStrict decodes one JSON value of raw into v strictly: a field v does not know is an
+// error, and so is anything after the value (ErrTrailingData). Pixie reads every JSON it is
+// given this way: the requests that cross the guest boundary (ask, judge, log, over the host
+// functions or the helper routes), a gate output, a judge definition and the server's request
+// bodies; each caller words the errors for its users.
 func DecodeStrict(raw []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
