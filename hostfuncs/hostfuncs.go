@@ -134,7 +134,9 @@ func (r *Run) Calls() int {
 
 type runKey struct{}
 
-// WithRun returns ctx carrying r, for the engine to pass to the guest call.
+// WithRun returns ctx carrying r, for the engine to pass to the guest call. The run travels in
+// the context because that is the only per-call value the WASM engine hands a host function
+// (its signature is ctx, memory, stack): there is no argument or field to carry it instead.
 func WithRun(ctx context.Context, r *Run) context.Context { return context.WithValue(ctx, runKey{}, r) }
 
 func runFrom(ctx context.Context) *Run {

@@ -257,9 +257,13 @@ func (s *Server) gateEvaluate(c echo.Context) error {
 	if err := bind(c, &req); err != nil {
 		return err
 	}
-	ctx, sent := later.Defer(c.Request().Context())
-	defer sent() // work the evaluation set off starts after the answer (sendJSON sends it)
-	res, err := s.deps.Gates.Evaluate(ctx, req)
+	// Work the evaluation sets off starts after the answer (sendJSON sends it): the record
+	// writer through the request, a WASM instance's return to its pool through the context
+	// (the runtime.Executor crossing; internal/later says why).
+	after := &later.Queue{}
+	defer after.Release()
+	req.After = after
+	res, err := s.deps.Gates.Evaluate(later.With(c.Request().Context(), after), req)
 	if err != nil {
 		return err
 	}

@@ -70,9 +70,12 @@ func (s *Server) hookClaudeCode(c echo.Context) error {
 		}
 		return errs.Wrap(errs.Invalid, err, "cannot read the hook input")
 	}
-	ctx, sent := later.Defer(r.Context())
-	defer sent() // work the evaluation set off starts after the answer (sendJSONBlob sends it)
-	call := hooks.Call{Preset: c.QueryParam("preset"), Host: c.QueryParam("host")}
+	// Work the evaluation sets off starts after the answer (sendJSONBlob sends it), as in
+	// gateEvaluate.
+	after := &later.Queue{}
+	defer after.Release()
+	ctx := later.With(r.Context(), after)
+	call := hooks.Call{Preset: c.QueryParam("preset"), Host: c.QueryParam("host"), After: after}
 	if r.Header.Get(HintHoldHeader) == "1" {
 		call.HoldHints = func(id string) { c.Response().Header().Set(HintTakeHeader, id) }
 	}

@@ -200,9 +200,10 @@ var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 func validPoint(p string) bool { return slices.Contains(abi.Points, p) }
 
-// validate checks a whole set and returns every problem found. scripts is the current script
-// listing (by file name); modules checks module rules.
-func (s *Service) validate(ctx context.Context, set *Set, scripts map[string]bool, scriptsErr error) ([]Problem, error) {
+// validate checks a whole set and returns every problem found. tx is the save's transaction
+// (module rules are checked inside it when the checker can); scripts is the current script
+// listing (by file name).
+func (s *Service) validate(ctx context.Context, tx *store.Tx, set *Set, scripts map[string]bool, scriptsErr error) ([]Problem, error) {
 	var ps []Problem
 	add := func(field, format string, args ...any) {
 		ps = append(ps, Problem{Field: field, Message: fmt.Sprintf(format, args...)})
@@ -231,7 +232,7 @@ func (s *Service) validate(ctx context.Context, set *Set, scripts map[string]boo
 			}
 		}
 		if g.Rule != nil {
-			if err := s.checkRule(ctx, *g.Rule, f+".rule", scripts, scriptsErr, add); err != nil {
+			if err := s.checkRule(ctx, tx, *g.Rule, f+".rule", scripts, scriptsErr, add); err != nil {
 				return nil, err
 			}
 		}
@@ -313,8 +314,8 @@ func validateGateFields(f string, g *Gate, add func(string, string, ...any)) {
 	}
 }
 
-// checkRule validates a rule reference.
-func (s *Service) checkRule(ctx context.Context, r Rule, f string, scripts map[string]bool, scriptsErr error, add func(string, string, ...any)) error {
+// checkRule validates a rule reference; tx is the save's transaction.
+func (s *Service) checkRule(ctx context.Context, tx *store.Tx, r Rule, f string, scripts map[string]bool, scriptsErr error, add func(string, string, ...any)) error {
 	switch r.Kind {
 	case runtime.KindScript:
 		if !validScriptName(r.Name) {
@@ -338,7 +339,7 @@ func (s *Service) checkRule(ctx context.Context, r Rule, f string, scripts map[s
 			add(f+".kind", "WASM modules are not available on this server")
 			return nil
 		}
-		ok, err := s.moduleExists(ctx, r.Name)
+		ok, err := s.moduleExists(ctx, tx, r.Name)
 		if err != nil {
 			return fmt.Errorf("gate: check module %q: %w", r.Name, err)
 		}
@@ -543,7 +544,7 @@ func (s *Service) mutate(ctx context.Context, wantRev int64, f func(*Set) error)
 		if next.Presets == nil {
 			next.Presets = []Preset{}
 		}
-		ps, err := s.validate(context.WithValue(ctx, saveTxKey{}, tx), &next, scripts, scriptsErr)
+		ps, err := s.validate(ctx, tx, &next, scripts, scriptsErr)
 		if err != nil {
 			return err
 		}
@@ -610,15 +611,11 @@ func clonePresets(ps []Preset) []Preset {
 	return out
 }
 
-// saveTxKey carries a save's transaction to the module check of validate.
-type saveTxKey struct{}
-
-// moduleExists checks a module rule, inside the save's transaction when the checker can.
-func (s *Service) moduleExists(ctx context.Context, name string) (bool, error) {
-	if tc, ok := s.cfg.Modules.(TxModuleChecker); ok {
-		if tx, ok := ctx.Value(saveTxKey{}).(*store.Tx); ok {
-			return tc.ModuleExistsTx(ctx, tx, name)
-		}
+// moduleExists checks a module rule, inside the save's transaction tx when the checker can
+// (tx nil: outside any).
+func (s *Service) moduleExists(ctx context.Context, tx *store.Tx, name string) (bool, error) {
+	if tc, ok := s.cfg.Modules.(TxModuleChecker); ok && tx != nil {
+		return tc.ModuleExistsTx(ctx, tx, name)
 	}
 	return s.cfg.Modules.ModuleExists(ctx, name)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/pixie-dev/pixie/internal/clip"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/helper"
+	"github.com/pixie-dev/pixie/internal/later"
 	"github.com/pixie-dev/pixie/internal/model"
 	"github.com/pixie-dev/pixie/runtime"
 	"github.com/pixie-dev/pixie/sdk/abi"
@@ -63,6 +64,10 @@ type EvalRequest struct {
 	Structured bool `json:"structured,omitempty"`
 	// Rejected is true when another hook already rejected the target (the gate does not run).
 	Rejected bool `json:"rejected,omitempty"`
+	// After, when set, holds the work the evaluation sets off (starting the run-record writer)
+	// until the caller's answer is sent (internal/later); nil starts it at once. It is not
+	// part of the wire request.
+	After *later.Queue `json:"-"`
 }
 
 // Why no gate ran.

@@ -51,14 +51,14 @@ func newRecorder(st *store.Store, log *slog.Logger) *recorder {
 	return r
 }
 
-// add queues one record's writes and starts the worker, after the answer when ctx comes
-// from later.Defer: starting it arms a timer, which can cost a system call.
-func (r *recorder) add(ctx context.Context, write func(tx *store.Tx) error) {
+// add queues one record's writes and starts the worker, after the answer when after holds
+// (EvalRequest.After): starting it arms a timer, which can cost a system call.
+func (r *recorder) add(after *later.Queue, write func(tx *store.Tx) error) {
 	r.mu.Lock()
 	r.queue = append(r.queue, write)
 	r.queued++
 	r.mu.Unlock()
-	later.Do(ctx, r.start)
+	after.Do(r.start)
 }
 
 // start starts the worker, recordDelay from now, unless it is running or nothing is queued.

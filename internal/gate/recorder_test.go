@@ -78,7 +78,7 @@ func TestRecordsWrittenInTheBackground(t *testing.T) {
 	}
 }
 
-// TestRecordsAfterTheAnswer: under later.Defer a record is not written until the deferral ends (the
+// TestRecordsAfterTheAnswer: under a later.Queue a record is not written until the deferral ends (the
 // writer is not even started), a read of records still sees it (the read starts the writer),
 // and an evaluation after the deferral ended starts the writer itself.
 func TestRecordsAfterTheAnswer(t *testing.T) {
@@ -98,8 +98,11 @@ func TestRecordsAfterTheAnswer(t *testing.T) {
 		return e.svc.rec.running
 	}
 
-	dctx, start := later.Defer(ctx)
-	res, err := e.svc.Evaluate(dctx, evalReq("user-message", "held"))
+	q := &later.Queue{}
+	start := q.Release
+	req := evalReq("user-message", "held")
+	req.After = q
+	res, err := e.svc.Evaluate(ctx, req)
 	if err != nil || res.RunID == "" {
 		t.Fatalf("%+v %v", res, err)
 	}
@@ -118,9 +121,11 @@ func TestRecordsAfterTheAnswer(t *testing.T) {
 	start() // a second call is a no-op
 
 	// Never ended: a read of records still sees the run.
-	dctx2, start2 := later.Defer(ctx)
-	defer start2()
-	res2, err := e.svc.Evaluate(dctx2, evalReq("user-message", "read"))
+	q2 := &later.Queue{}
+	defer q2.Release()
+	req2 := evalReq("user-message", "read")
+	req2.After = q2
+	res2, err := e.svc.Evaluate(ctx, req2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,8 +133,10 @@ func TestRecordsAfterTheAnswer(t *testing.T) {
 		t.Fatalf("read during a deferral: %+v %v", rec, err)
 	}
 
-	// After the deferral ended, an evaluation under its context starts the writer itself.
-	res3, err := e.svc.Evaluate(dctx, evalReq("user-message", "late"))
+	// After the deferral ended, an evaluation under its queue starts the writer itself.
+	req3 := evalReq("user-message", "late")
+	req3.After = q
+	res3, err := e.svc.Evaluate(ctx, req3)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -155,7 +155,7 @@ func (s *Service) record(ctx context.Context, st *runState, d decision, out abi.
 		r := rec
 		r.Action, r.Final, r.Addition, r.Reason, r.Suggestion = d.Action, d.Text, d.Addition, d.Reason, d.Suggestion
 		r.Notes = append([]string{}, d.Notes...)
-		s.rec.add(ctx, func(tx *store.Tx) error { return writeRecord(tx, r, st.start, ttl) })
+		s.rec.add(req.After, func(tx *store.Tx) error { return writeRecord(tx, r, st.start, ttl) })
 		return r, d, nil
 	}
 	var final decision

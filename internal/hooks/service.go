@@ -12,6 +12,7 @@ import (
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/gate"
 	"github.com/pixie-dev/pixie/internal/hint"
+	"github.com/pixie-dev/pixie/internal/later"
 	"github.com/pixie-dev/pixie/internal/store"
 	"github.com/pixie-dev/pixie/sdk/abi"
 )
@@ -100,6 +101,9 @@ type Call struct {
 	// fail after the server answered). A take it never closes returns after the lease. A
 	// deliver that fails still rolls the take back.
 	HoldHints func(takeID string)
+	// After, when set, holds the work the gate's evaluation sets off until the caller's answer
+	// is sent (gate.EvalRequest.After, internal/later); nil starts it at once.
+	After *later.Queue
 }
 
 // Handle answers one hook call: input is the hook input JSON. It calls deliver with the output,
@@ -139,7 +143,7 @@ func (s *Service) Handle(ctx context.Context, call Call, input []byte, deliver f
 			return err
 		}
 	}
-	o, err := s.evaluate(ctx, ev, preset, turn)
+	o, err := s.evaluate(ctx, ev, preset, turn, call.After)
 	if err != nil {
 		return err
 	}
@@ -196,7 +200,7 @@ func (s *Service) finishTake(ctx context.Context, id string, delivered bool) {
 }
 
 // evaluate runs the gate for ev and converts its result.
-func (s *Service) evaluate(ctx context.Context, ev Event, preset string, turn int) (Outcome, error) {
+func (s *Service) evaluate(ctx context.Context, ev Event, preset string, turn int, after *later.Queue) (Outcome, error) {
 	if s.gates == nil {
 		return Outcome{Action: ActionNone}, nil
 	}
@@ -207,6 +211,7 @@ func (s *Service) evaluate(ctx context.Context, ev Event, preset string, turn in
 		Turn:       turn,
 		Target:     ev.Target,
 		Structured: ev.Structured,
+		After:      after,
 	}
 	if ev.ToolName != "" {
 		req.Tool = &gate.Tool{Name: ev.ToolName, Args: ev.ToolInput}

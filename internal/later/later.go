@@ -5,9 +5,16 @@
 // writer, or the worker that refills a WASM module's instance pool. On a small machine each
 // of these costs a system call (a futex wake of an idle thread, or a write that wakes the
 // network poller) and wakes the other CPU, which holds the answer back by tens of µs
-// (internal/wasmit's BenchmarkEvaluateBlockRisky). A handler calls Defer, passes the context
-// down, sends its answer, and then calls the function Defer returned; code that sets work off
-// calls Do with the context it was given.
+// (internal/wasmit's BenchmarkEvaluateBlockRisky). A handler makes a Queue, hands it down,
+// sends its answer, and then calls Release; code that sets work off calls the Queue's Do.
+//
+// The Queue is handed down explicitly, as a field of the request it belongs to
+// (gate.EvalRequest.After, hooks.Call.After). One crossing has no such field, and there the
+// Queue travels in the context (With, Do): runtime.Executor.Run, behind which the WASM
+// executor puts an instance's reset and its return to the pool after the answer
+// (runtime/wasm). runtime.Request is the engines' contract, shared by every executor, and the
+// Queue decides nothing a run answers, only when work it leaves behind starts; it stays in the
+// context until runtime.Request carries it (runtime/wasm is issue 15's room).
 package later
 
 import (
@@ -17,31 +24,36 @@ import (
 
 type key struct{}
 
-// queue is the work held until the answer is sent.
-type queue struct {
+// Queue is the work held until an answer is sent. The zero value holds; a nil *Queue holds
+// nothing (Do runs at once). It is safe for concurrent use.
+type Queue struct {
 	mu    sync.Mutex
 	work  []func()
 	ended bool
 }
 
-// Defer returns a context under which Do holds work, and the function that runs the held work
-// and ends the holding (later Do calls run at once). Call it once the answer is sent, and
-// always: defer it. Calls after the first do nothing.
-func Defer(ctx context.Context) (context.Context, func()) {
-	q := &queue{}
-	return context.WithValue(ctx, key{}, q), q.end
-}
-
-// Do runs f after the answer when ctx comes from Defer and the answer is not sent yet, and at
-// once otherwise. f must not block for long: it runs on the handler's goroutine.
-func Do(ctx context.Context, f func()) {
-	if q, ok := ctx.Value(key{}).(*queue); ok && q.hold(f) {
+// Do runs f after the answer when q holds (q is not nil and not yet released), and at once
+// otherwise. f must not block for long: it runs on the goroutine that calls Release.
+func (q *Queue) Do(f func()) {
+	if q != nil && q.hold(f) {
 		return
 	}
 	f()
 }
 
-func (q *queue) hold(f func()) bool {
+// Release runs the held work and ends the holding (later Do calls run at once). Call it once
+// the answer is sent, and always: defer it. Calls after the first do nothing.
+func (q *Queue) Release() {
+	q.mu.Lock()
+	work := q.work
+	q.work, q.ended = nil, true
+	q.mu.Unlock()
+	for _, f := range work {
+		f()
+	}
+}
+
+func (q *Queue) hold(f func()) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.ended {
@@ -51,12 +63,21 @@ func (q *queue) hold(f func()) bool {
 	return true
 }
 
-func (q *queue) end() {
-	q.mu.Lock()
-	work := q.work
-	q.work, q.ended = nil, true
-	q.mu.Unlock()
-	for _, f := range work {
-		f()
-	}
+// With returns ctx carrying q, for the crossing into runtime.Executor.Run (see the package
+// comment); everywhere else q is passed as a field.
+func With(ctx context.Context, q *Queue) context.Context {
+	return context.WithValue(ctx, key{}, q)
+}
+
+// Defer returns a new Queue's context (With) and its Release.
+func Defer(ctx context.Context) (context.Context, func()) {
+	q := &Queue{}
+	return With(ctx, q), q.Release
+}
+
+// Do runs f after the answer when ctx carries a Queue that holds (With, Defer), and at once
+// otherwise.
+func Do(ctx context.Context, f func()) {
+	q, _ := ctx.Value(key{}).(*Queue)
+	q.Do(f)
 }

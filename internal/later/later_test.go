@@ -96,3 +96,49 @@ func Example() {
 	// the answer is sent
 	// the worker starts
 }
+
+// The Queue handed down as a field holds as the context's does; a nil Queue holds nothing.
+func TestQueue(t *testing.T) {
+	tests := []struct {
+		name string
+		run  func(log func(string) func())
+		want []string
+	}{
+		{"a nil queue, at once", func(log func(string) func()) {
+			var q *Queue
+			q.Do(log("a"))
+			log("answer")()
+		}, []string{"a", "answer"}},
+		{"held until released, in order", func(log func(string) func()) {
+			q := &Queue{}
+			q.Do(log("a"))
+			q.Do(log("b"))
+			log("answer")()
+			q.Release()
+		}, []string{"answer", "a", "b"}},
+		{"after release, at once", func(log func(string) func()) {
+			q := &Queue{}
+			q.Release()
+			q.Do(log("a"))
+			log("after")()
+		}, []string{"a", "after"}},
+		{"one queue, by field and by context", func(log func(string) func()) {
+			q := &Queue{}
+			ctx := With(context.Background(), q)
+			q.Do(log("a"))
+			Do(ctx, log("b"))
+			log("answer")()
+			q.Release()
+			q.Release()
+		}, []string{"answer", "a", "b"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var ran []string
+			tc.run(func(s string) func() { return func() { ran = append(ran, s) } })
+			if !slices.Equal(ran, tc.want) {
+				t.Fatalf("ran %v, want %v", ran, tc.want)
+			}
+		})
+	}
+}
