@@ -2,6 +2,7 @@ package gate
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -13,7 +14,14 @@ import (
 
 // Two Services over one PostgreSQL database, as two replicas: what one saves or switches, the
 // other's next evaluation sees, although both cache definitions and switches in memory.
+// With the polling fallback (no LISTEN/NOTIFY) they see them within the poll interval.
 func TestReplicasSeeEachOthersChanges(t *testing.T) {
+	for _, poll := range []bool{false, true} {
+		t.Run(fmt.Sprintf("poll=%v", poll), func(t *testing.T) { replicasSeeEachOthersChanges(t, poll) })
+	}
+}
+
+func replicasSeeEachOthersChanges(t *testing.T, poll bool) {
 	url := pgtest.NewDatabase(t)
 	ctx := context.Background()
 	m, err := model.New(model.Config{})
@@ -21,7 +29,7 @@ func TestReplicasSeeEachOthersChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	newSvc := func() *Service {
-		st, err := pgstore.Open(ctx, pgstore.Options{URL: url, MaxConns: 3, SweepInterval: -1})
+		st, err := pgstore.Open(ctx, pgstore.Options{URL: url, MaxConns: 3, SweepInterval: -1, Poll: poll, PollInterval: 100 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
