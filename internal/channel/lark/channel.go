@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pixie-dev/pixie/internal/channel/lark/larkapi"
+	"github.com/pixie-dev/pixie/internal/channel/lark/spool"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/store"
 )
@@ -82,7 +83,7 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Channel, error) {
 		wake:    make(chan struct{}, 1),
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.q = newQueue(st, cfg, c.now, newSpool(cfg.SpoolDir, c.log, st, cfg.MaxDeadline+time.Hour))
+	c.q = newQueue(st, cfg, c.now, spool.New(cfg.SpoolDir, c.log, st, cfg.MaxDeadline+time.Hour))
 	if err := c.loadBinding(ctx); err != nil {
 		return nil, err
 	}
@@ -279,7 +280,7 @@ func (c *Channel) Status(ctx context.Context) Status {
 	if s.Executor == ExecutorBuiltin && !s.ModelConfigured {
 		s.Warnings = append(s.Warnings, "the built-in executor has no Pixie model configured: its Deliveries fail until one is")
 	}
-	if p := c.q.spool.problem(); p != "" {
+	if p := c.q.spool.Problem(); p != "" {
 		s.Warnings = append(s.Warnings, "images are unavailable: "+p)
 	} else {
 		s.ImagesOK = true

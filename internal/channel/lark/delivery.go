@@ -79,7 +79,7 @@ func (c *Channel) settle(ctx context.Context, id string, check settleCheck, o ou
 	if err != nil {
 		return Delivery{}, err
 	}
-	_ = c.q.spool.remove(d.ID)
+	_ = c.q.spool.Remove(d.ID)
 	var settled Delivery
 	var next *Delivery
 	err = c.st.Update(ctx, func(tx *store.Tx) error {
@@ -248,7 +248,13 @@ func (c *Channel) activate(ctx context.Context, d Delivery) {
 			}
 		}
 	}
-	c.q.spool.fetch(ctx, b.api, cur, c.cfg.MaxImageBytes)
+	c.q.spool.Fetch(ctx, cur.ID, cur.Images, func(ctx context.Context, key string) ([]byte, error) {
+		data, err := b.api.Download(ctx, cur.MessageID, key, c.cfg.MaxImageBytes)
+		if err != nil {
+			return nil, errors.New(describeErr(err))
+		}
+		return data, nil
+	})
 	c.q.markReady(cur.ID)
 	if c.isShared() {
 		c.announceReady(ctx, cur.ID)

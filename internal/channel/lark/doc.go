@@ -11,9 +11,9 @@
 //     protocol parts of webhook verification (decryption, signature, token comparison).
 //   - queue.go is the Loci's durable queue of Deliveries as one type, queue, that owns its locks
 //     and maps: the FIFO operations on the store, the keyed locks (a Locus's Lark side effects, a
-//     session's Q&A group), the image spool (spool.go, spool_shared.go), and what this process
-//     is settling, activating and running. records.go, delivery.go, locus.go, sessions.go and
-//     view.go hold the records and the operations on them.
+//     session's Q&A group), the image spool (the spool sub-package, which knows nothing of
+//     Lark), and what this process is settling, activating and running. records.go,
+//     delivery.go, locus.go, sessions.go and view.go hold the records and the operations on them.
 //   - The channel itself, Channel: webhook.go (authentication and admission), worker.go (the
 //     inbound queue), commands.go, binding.go, allowlist.go and pairing.go (access), executor.go
 //     (the built-in executor), qa.go (the Q&A group action) and shared.go (replicas).

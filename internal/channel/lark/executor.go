@@ -136,7 +136,7 @@ func (c *Channel) builtinRequest(ctx context.Context, d Delivery, l Locus, child
 		q.WriteString("\n[the message was longer and has been cut]")
 	}
 	if len(d.Images) > 0 {
-		files, note := c.q.spool.get(d.ID)
+		files, note := c.q.spool.Get(d.ID)
 		for _, f := range files {
 			fmt.Fprintf(&q, "\n[image %d attached: %s, %d bytes — this model cannot see images]", f.Index, f.MediaType, f.Size)
 		}

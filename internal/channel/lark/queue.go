@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pixie-dev/pixie/internal/channel/lark/larkapi"
+	"github.com/pixie-dev/pixie/internal/channel/lark/spool"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/keylock"
 	"github.com/pixie-dev/pixie/internal/store"
@@ -29,7 +30,7 @@ type queue struct {
 	executor        string        // the executor of new Loci
 	now             func() time.Time
 
-	spool *spool
+	spool *spool.Spool
 	locks keylock.Mutex
 
 	// mu guards the four maps.
@@ -45,7 +46,7 @@ type queue struct {
 }
 
 // newQueue returns the queue over st with cfg's limits (cfg has its defaults).
-func newQueue(st *store.Store, cfg Config, now func() time.Time, sp *spool) *queue {
+func newQueue(st *store.Store, cfg Config, now func() time.Time, sp *spool.Spool) *queue {
 	return &queue{st: st, maxQueue: cfg.MaxQueue, initialDeadline: cfg.InitialDeadline,
 		maxDeadline: cfg.MaxDeadline, historyTurns: cfg.HistoryTurns, executor: cfg.Executor,
 		now: now, spool: sp,

@@ -134,7 +134,7 @@ func (c *Channel) heard(n store.Note) {
 		id := strings.TrimPrefix(n.Payload, noteSettled)
 		c.q.cancelRun(id)
 		c.q.forgetReady(id)
-		c.q.spool.removeLocal(id)
+		c.q.spool.RemoveLocal(id)
 		if c.leads() {
 			c.goOutbound(func(ctx context.Context) { c.recover(ctx) })
 		}

@@ -60,7 +60,7 @@ func (q *queue) view(d Delivery, l Locus) DeliveryView {
 		Replied: d.Replied, NoReplyReason: d.NoReplyReason, FailReason: d.FailReason,
 	}
 	if d.State == DeliveryCurrent && len(d.Images) > 0 {
-		files, note := q.spool.get(d.ID)
+		files, note := q.spool.Get(d.ID)
 		for _, f := range files {
 			v.Images = append(v.Images, ImageView{Index: f.Index, MediaType: f.MediaType, Size: f.Size, Path: f.Path})
 		}
@@ -194,11 +194,11 @@ func (c *Channel) Image(ctx context.Context, childID, deliveryID string, index i
 	if err != nil {
 		return nil, "", err
 	}
-	files, note := c.q.spool.get(deliveryID)
+	files, note := c.q.spool.Get(deliveryID)
 	for _, f := range files {
 		if f.Index == index {
-			if c.q.spool.st != nil {
-				data, err := c.q.spool.body(ctx, deliveryID, index)
+			if c.q.spool.Shared() {
+				data, err := c.q.spool.Body(ctx, deliveryID, index)
 				if err != nil {
 					return nil, "", errs.Wrap(errs.NotFound, err, "the image is no longer in the spool")
 				}

@@ -1,6 +1,6 @@
 //go:build unix
 
-package lark
+package spool
 
 import (
 	"os"

@@ -1,16 +1,14 @@
-package lark
+package spool
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/pixie-dev/pixie/internal/channel/lark/larkapi"
 	"github.com/pixie-dev/pixie/internal/store"
 )
 
@@ -26,13 +24,13 @@ import (
 var spoolIndexes = store.NewCollection[spoolIndex]("lark-spool")
 
 type spoolIndex struct {
-	Files []spooled `json:"files"`
-	Note  string    `json:"note,omitempty"`
+	Files []File `json:"files"`
+	Note  string `json:"note,omitempty"`
 }
 
 func spoolBodyKey(id string, n int) string { return fmt.Sprintf("lark-spool-body/%s/%d", id, n) }
 
-func (s *spool) readIndex(ctx context.Context, id string) (spoolIndex, bool, error) {
+func (s *Spool) readIndex(ctx context.Context, id string) (spoolIndex, bool, error) {
 	var ix spoolIndex
 	err := s.st.View(ctx, func(tx *store.Tx) (err error) {
 		ix, err = spoolIndexes.Get(tx, id)
@@ -44,45 +42,35 @@ func (s *spool) readIndex(ctx context.Context, id string) (spoolIndex, bool, err
 	return ix, err == nil, err
 }
 
-func (s *spool) fetchShared(ctx context.Context, a *larkapi.Client, d Delivery, max int64) {
-	if _, ok, err := s.readIndex(ctx, d.ID); err == nil && ok {
+func (s *Spool) fetchShared(ctx context.Context, id string, keys []string, download Download) {
+	if _, ok, err := s.readIndex(ctx, id); err == nil && ok {
 		return // fetched already, by this replica or another
 	}
 	var ix spoolIndex
 	var bodies [][]byte
-	var notes []string
-	for i, key := range d.Images {
-		data, err := a.Download(ctx, d.MessageID, key, max)
-		if err != nil {
-			notes = append(notes, fmt.Sprintf("image %d: %s", i+1, describeErr(err)))
-			continue
-		}
-		mt := http.DetectContentType(data)
-		if !strings.HasPrefix(mt, "image/") {
-			notes = append(notes, fmt.Sprintf("image %d: not an image (%s)", i+1, mt))
-			continue
-		}
-		ix.Files = append(ix.Files, spooled{Index: i + 1, MediaType: mt, Size: int64(len(data))})
+	notes := eachImage(ctx, keys, download, func(n int, mt string, data []byte) string {
+		ix.Files = append(ix.Files, File{Index: n, MediaType: mt, Size: int64(len(data))})
 		bodies = append(bodies, data)
-	}
+		return ""
+	})
 	ix.Note = strings.Join(notes, "; ")
 	err := s.st.Update(ctx, func(tx *store.Tx) error {
 		for i, f := range ix.Files {
-			if err := tx.SetRaw(spoolBodyKey(d.ID, f.Index), bodies[i], s.ttl); err != nil {
+			if err := tx.SetRaw(spoolBodyKey(id, f.Index), bodies[i], s.ttl); err != nil {
 				return err
 			}
 		}
-		return spoolIndexes.PutTTL(tx, d.ID, ix, s.ttl)
+		return spoolIndexes.PutTTL(tx, id, ix, s.ttl)
 	})
 	if err != nil {
-		s.log.Warn("lark: could not keep the images in the store", "delivery", d.ID, "err", err.Error())
+		s.log.Warn("lark: could not keep the images in the store", "delivery", id, "err", err.Error())
 	}
 }
 
 // getShared reads the index and gives each image a path in this replica's spool directory,
 // copying it there first when it is not (when the directory is unusable, paths are empty and
 // only the image route serves the bytes).
-func (s *spool) getShared(id string) ([]spooled, string) {
+func (s *Spool) getShared(id string) ([]File, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ix, ok, err := s.readIndex(ctx, id)
@@ -92,8 +80,8 @@ func (s *spool) getShared(id string) ([]spooled, string) {
 	if !ok {
 		return nil, ""
 	}
-	usable := s.problem() == "" && id != "" && !strings.ContainsAny(id, `/\`) && id != "." && id != ".."
-	out := make([]spooled, 0, len(ix.Files))
+	usable := s.Problem() == "" && id != "" && !strings.ContainsAny(id, `/\`) && id != "." && id != ".."
+	out := make([]File, 0, len(ix.Files))
 	for _, f := range ix.Files {
 		f.Path = ""
 		if usable {
@@ -104,13 +92,13 @@ func (s *spool) getShared(id string) ([]spooled, string) {
 	return out, ix.Note
 }
 
-func (s *spool) materialize(ctx context.Context, id string, f spooled) string {
+func (s *Spool) materialize(ctx context.Context, id string, f File) string {
 	sub := filepath.Join(s.dir, id)
 	p := filepath.Join(sub, fmt.Sprintf("%d%s", f.Index, extOf(f.MediaType)))
 	if st, err := os.Lstat(p); err == nil && st.Mode().IsRegular() && st.Size() == f.Size {
 		return p
 	}
-	data, err := s.body(ctx, id, f.Index)
+	data, err := s.Body(ctx, id, f.Index)
 	if err != nil {
 		return ""
 	}
@@ -130,8 +118,8 @@ func (s *spool) materialize(ctx context.Context, id string, f spooled) string {
 	return p
 }
 
-// body reads an image's bytes from the store.
-func (s *spool) body(ctx context.Context, id string, n int) ([]byte, error) {
+// Body reads image n of Delivery id from the store (Shared spools only).
+func (s *Spool) Body(ctx context.Context, id string, n int) ([]byte, error) {
 	var b []byte
 	err := s.st.View(ctx, func(tx *store.Tx) (err error) {
 		b, err = tx.GetRaw(spoolBodyKey(id, n))
@@ -140,7 +128,7 @@ func (s *spool) body(ctx context.Context, id string, n int) ([]byte, error) {
 	return b, err
 }
 
-func (s *spool) removeShared(id string) {
+func (s *Spool) removeShared(id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	err := s.st.Update(ctx, func(tx *store.Tx) error {
@@ -162,9 +150,9 @@ func (s *spool) removeShared(id string) {
 	}
 }
 
-// removeLocal deletes this replica's copies of a Delivery's images (another replica settled
+// RemoveLocal deletes this replica's copies of a Delivery's images (another replica settled
 // it).
-func (s *spool) removeLocal(id string) {
+func (s *Spool) RemoveLocal(id string) {
 	if s.dir == "" || id == "" || strings.ContainsAny(id, `/\`) || id == "." || id == ".." {
 		return
 	}
