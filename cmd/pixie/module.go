@@ -37,6 +37,9 @@ type wasmModules struct {
 	v   *wasm.Validator
 	x   *wasm.Executor
 	log *slog.Logger
+	// limits is the WASM admission control (run slots, memory budget) that the rule executor
+	// shares with Pet's.
+	limits *wasm.Limits
 }
 
 // wasmConfig maps the wasm section of the configuration to the engine's; compiled code is
@@ -50,6 +53,10 @@ func wasmConfig(cfg config.Config) wasm.Config {
 		MaxOutput:     cfg.WASM.MaxOutput,
 		PoolSize:      cfg.WASM.PoolSize,
 		MaxHostCalls:  cfg.WASM.MaxHostCalls,
+		MaxConcurrent: cfg.WASM.MaxConcurrent,
+		MaxQueued:     cfg.WASM.MaxQueued,
+		QueueTimeout:  cfg.WASM.QueueTimeout,
+		MemoryBudget:  cfg.WASM.MemoryBudget,
 		Hidden:        []string{cfg.Home}, // a guest's /work mount never shows the home
 	}
 }
@@ -59,7 +66,8 @@ func wasmConfig(cfg config.Config) wasm.Config {
 // the executor for module rules in rules. It adds "wasm" to info.
 func newModules(ctx context.Context, cfg config.Config, log *slog.Logger, st *store.Store, rules runtime.Dispatcher, info map[string]any) (*wasmModules, error) {
 	wc := wasmConfig(cfg)
-	m := &wasmModules{log: log}
+	wc.Limits = wasm.NewLimits(wc)
+	m := &wasmModules{log: log, limits: wc.Limits}
 	v, err := wasm.NewValidator(ctx, wc)
 	if err != nil {
 		log.Warn("WASM modules are unavailable", "err", err)
@@ -78,7 +86,7 @@ func newModules(ctx context.Context, cfg config.Config, log *slog.Logger, st *st
 	}
 	m.reg, m.v, m.x = reg, v, x
 	rules[runtime.KindModule] = x
-	info["wasm"] = wasmInfo{reg: reg, cfg: cfg.WASM, cacheDir: wc.CacheDir}
+	info["wasm"] = wasmInfo{reg: reg, cfg: cfg.WASM, cacheDir: wc.CacheDir, maxConcurrent: wc.Limits.MaxConcurrent()}
 	return m, nil
 }
 
@@ -135,6 +143,8 @@ type wasmInfo struct {
 	reg      *modules.Registry
 	cfg      config.WASMConfig
 	cacheDir string
+	// maxConcurrent is the run slots in force (wasm.maxConcurrent, or the number of CPUs).
+	maxConcurrent int
 }
 
 // MarshalJSON implements json.Marshaler.
@@ -144,7 +154,8 @@ func (w wasmInfo) MarshalJSON() ([]byte, error) {
 	out := map[string]any{
 		"cacheDir": w.cacheDir, "maxModuleSize": w.reg.MaxSize(), "memoryPages": w.cfg.MemoryPages,
 		"maxInput": w.cfg.MaxInput, "maxOutput": w.cfg.MaxOutput, "poolSize": w.cfg.PoolSize,
-		"maxHostCalls": w.cfg.MaxHostCalls,
+		"maxHostCalls": w.cfg.MaxHostCalls, "maxConcurrent": w.maxConcurrent, "maxQueued": w.cfg.MaxQueued,
+		"queueTimeout": w.cfg.QueueTimeout.String(), "memoryBudget": w.cfg.MemoryBudget,
 	}
 	if ms, err := w.reg.List(ctx); err != nil {
 		out["modulesError"] = "cannot list the modules"

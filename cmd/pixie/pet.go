@@ -490,9 +490,10 @@ var _ wasm.Source = (*pet.ModuleFiles)(nil)
 // Landlock probe), skill.wasm files on a WASM executor of Pet's own that loads modules by path
 // (pet.ModuleFiles), instruction Skills on the Pixie model. A missing executor is not fatal: its
 // Skills show as unavailable, with the reason. helpers (the Service gate runs use) gives script
-// and WASM Skills the helper gate rules get; nil leaves them without one. The returned func
+// and WASM Skills the helper gate rules get; nil leaves them without one. limits is the WASM
+// admission control the rule executor uses (nil: the executor's own). The returned func
 // releases the WASM executor.
-func newPet(ctx context.Context, cfg config.Config, log *slog.Logger, st *store.Store, rules runtime.Dispatcher, m model.Model, helpers *helper.Service, alive func(context.Context, string) (bool, error)) (*pet.Service, func(), error) {
+func newPet(ctx context.Context, cfg config.Config, log *slog.Logger, st *store.Store, rules runtime.Dispatcher, m model.Model, helpers *helper.Service, alive func(context.Context, string) (bool, error), limits *wasm.Limits) (*pet.Service, func(), error) {
 	exec := runtime.Dispatcher{}
 	if bx, ok := rules[runtime.KindScript]; ok {
 		exec[runtime.KindScript] = probedBash{bx}
@@ -505,7 +506,8 @@ func newPet(ctx context.Context, cfg config.Config, log *slog.Logger, st *store.
 		MaxInput:      cfg.WASM.MaxInput,
 		MaxOutput:     cfg.WASM.MaxOutput,
 		MaxHostCalls:  cfg.WASM.MaxHostCalls,
-		PoolSize:      -1, // a Skill runs now and then: no idle instances
+		PoolSize:      -1,     // a Skill runs now and then: no idle instances
+		Limits:        limits, // the rule executor's run slots and memory budget
 		Hidden:        []string{cfg.Home},
 	}, &pet.ModuleFiles{})
 	if err != nil {

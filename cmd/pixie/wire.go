@@ -133,7 +133,7 @@ func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *stor
 	}
 	info["proxy"] = map[string]any{"anthropicUrl": px.Upstream(proxy.Anthropic), "openaiUrl": px.Upstream(proxy.OpenAI),
 		"hintsDelivery": cfg.Hints.Delivery}
-	petSvc, petClose, err := newPet(ctx, cfg, log, st, rules, pixieModel, helpers, node.Alive)
+	petSvc, petClose, err := newPet(ctx, cfg, log, st, rules, pixieModel, helpers, node.Alive, mods.limits)
 	if err != nil {
 		return nil, fmt.Errorf("pet: %w", err)
 	}

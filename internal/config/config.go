@@ -121,6 +121,11 @@ type WASMConfig struct {
 	MaxOutput     int   `yaml:"maxOutput" doc:"guest output cap in bytes"`
 	PoolSize      int   `yaml:"poolSize" doc:"pre-initialised instances kept per module"`
 	MaxHostCalls  int   `yaml:"maxHostCalls" doc:"host calls per run"`
+	// Admission control (docs/runtime.md).
+	MaxConcurrent int           `yaml:"maxConcurrent" doc:"guest runs executing at once; 0 = the number of CPUs"`
+	MaxQueued     int           `yaml:"maxQueued" doc:"guest runs waiting for a slot; past it a run fails at once"`
+	QueueTimeout  time.Duration `yaml:"queueTimeout" doc:"longest wait for a slot before a run fails"`
+	MemoryBudget  int64         `yaml:"memoryBudget" doc:"guest linear memory of every instance, pool and snapshot together, in bytes; past it a run fails at once"`
 }
 
 // HintsConfig is the hint queue.
@@ -184,7 +189,7 @@ func Defaults(home string) Config {
 		Judge: JudgeConfig{Engine: "llm", JevModel: "jev-latest", JevTimeout: 30 * time.Second},
 		Gates: GatesConfig{DefaultTimeout: 60 * time.Second},
 		WASM: WASMConfig{MaxModuleSize: 16 << 20, MemoryPages: 512, MaxInput: 1 << 20,
-			MaxOutput: 256 << 10, PoolSize: 2, MaxHostCalls: 200},
+			MaxOutput: 256 << 10, PoolSize: 2, MaxHostCalls: 200, MaxQueued: 64, QueueTimeout: time.Second, MemoryBudget: 1 << 30},
 		Hints: HintsConfig{MaxPerStep: 20, MaxContentChars: 2000, MaxPendingPerSession: 20,
 			KeepConsumed: 20, Heartbeat: 25 * time.Second, Lease: 2 * time.Minute, Locale: "en", Delivery: "auto"},
 		Proxy: ProxyConfig{AnthropicURL: "https://api.anthropic.com", OpenAIURL: "https://api.openai.com", InjectLimit: 32 << 20},
@@ -569,6 +574,9 @@ func (c *Config) Validate() error {
 		{"wasm.maxOutput", int64(c.WASM.MaxOutput)},
 		{"wasm.poolSize", int64(c.WASM.PoolSize)},
 		{"wasm.maxHostCalls", int64(c.WASM.MaxHostCalls)},
+		{"wasm.maxQueued", int64(c.WASM.MaxQueued)},
+		{"wasm.queueTimeout", int64(c.WASM.QueueTimeout)},
+		{"wasm.memoryBudget", c.WASM.MemoryBudget},
 		{"hints.maxPerStep", int64(c.Hints.MaxPerStep)},
 		{"hints.maxContentChars", int64(c.Hints.MaxContentChars)},
 		{"hints.maxPendingPerSession", int64(c.Hints.MaxPendingPerSession)},
@@ -588,6 +596,9 @@ func (c *Config) Validate() error {
 		if p.n <= 0 {
 			return bad(p.key, "must be positive")
 		}
+	}
+	if c.WASM.MaxConcurrent < 0 {
+		return bad("wasm.maxConcurrent", "must not be negative (0 = the number of CPUs)")
 	}
 	if c.WASM.MemoryPages > 65536 {
 		return bad("wasm.memoryPages", "must be at most 65536 (4 GiB)")

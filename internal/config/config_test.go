@@ -79,6 +79,10 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"bad env duration", "", []string{"PIXIE_MODEL_TIMEOUT=soon"}, nil, "model.timeout"},
 		{"judge model needs a name", "judge:\n  model:\n    provider: anthropic\n", nil, nil, "judge.model.model"},
 		{"unknown flag key", "", nil, map[string]string{"nope": "1"}, "nope"},
+		{"negative run slots", "wasm:\n  maxConcurrent: -1\n", nil, nil, "wasm.maxConcurrent"},
+		{"zero run queue", "", []string{"PIXIE_WASM_MAX_QUEUED=0"}, nil, "wasm.maxQueued"},
+		{"zero queue timeout", "", nil, map[string]string{"wasm.queueTimeout": "0s"}, "wasm.queueTimeout"},
+		{"zero memory budget", "wasm:\n  memoryBudget: 0\n", nil, nil, "wasm.memoryBudget"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

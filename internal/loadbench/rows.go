@@ -23,6 +23,8 @@ func Rows() []Row {
 			Module: "block-risky-commands", Check: true, Versus: vsOPA,
 			Goals: []Goal{{Metric: Ratio, Min: 0.5}, {Conns: 1, Metric: P50, Max: 0.5}, {Conns: 8, Metric: P99, Max: 10}}}),
 		OPARow(),
+		GateRow(GateSpec{Name: "wasm-as", What: "the same gate with the AssemblyScript twin (block-risky-commands-as) as its rule",
+			Module: "block-risky-commands-as", Check: true, Versus: vsOPA, Duration: 5 * time.Second}),
 		GateRow(GateSpec{Name: "bash", What: "the same gate with the bash twin (block-risky-commands.sh) as its rule",
 			Script: "guests/block-risky-commands/block-risky-commands.sh", Check: true, Versus: vsOPA}),
 		HealthzRow(),

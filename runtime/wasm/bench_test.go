@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pixie-dev/pixie/hostfuncs"
 	"github.com/pixie-dev/pixie/internal/testutil"
 	"github.com/pixie-dev/pixie/runtime"
 	"github.com/pixie-dev/pixie/sdk/abi"
@@ -148,4 +149,110 @@ func BenchmarkMemory10Modules(b *testing.B) {
 	debug.FreeOSMemory()
 	b.ReportMetric(float64(len(e.x.mods)), "modules")
 	b.ReportMetric(testutil.RSSMiB(b, 0), "rss-MiB")
+}
+
+// BenchmarkReset measures what isolation costs, per guest language (the same rule in Go and in
+// AssemblyScript, concluding on rm -rf ~/):
+//
+//   - reset: a run's call on a reused instance, then the instance's reset to the module's
+//     snapshot (reset.go); ns/op is both, call-µs and reset-µs the p50 of each alone,
+//     copied-KiB what the reset copied back. With write tracking (the default where the
+//     kernel has userfaultfd's asynchronous write protection: Linux 6.7) and without
+//     (untracked: the whole snapshot is copied back).
+//   - clone: making a new instance from the snapshot (instantiate, copy the snapshot in),
+//     what the pool pays for an instance that trapped or timed out;
+//   - init: instantiating and initialising one (the guest runtime's start, pixie_init), what
+//     every run paid before instances were reset and reused.
+func BenchmarkReset(b *testing.B) {
+	ctx := context.Background()
+	for _, g := range languageGuests {
+		wasm := testutil.Guest(b, g.guest)
+		module := func(b *testing.B, cfg Config, untracked bool) *module {
+			cfg.CacheDir = testutil.WasmCacheDir(b)
+			x, err := New(ctx, cfg, memSource{wasm})
+			if err != nil {
+				b.Fatal(err)
+			}
+			x.untracked = untracked
+			b.Cleanup(func() { x.Close(ctx) })
+			if err := x.Warm(ctx, "m"); err != nil {
+				b.Fatal(err)
+			}
+			m, err := x.module(ctx, "00000000000000000000000000000000000000000000000000000000000000aa")
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(m.release)
+			return m
+		}
+		for _, untracked := range []bool{false, true} {
+			name := g.lang + "/reset"
+			if untracked {
+				name += "-untracked"
+			}
+			b.Run(name, func(b *testing.B) {
+				m := module(b, Config{}, untracked)
+				if !m.reuse.Load() {
+					b.Fatalf("the module is not reused: %s", *m.why.Load())
+				}
+				inst, err := m.take(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer inst.close()
+				if !untracked && inst.kmemory.tracked {
+					b.ReportMetric(1, "tracked")
+				}
+				vars := map[string]string{abi.VarPoint: abi.PointToolBefore, abi.VarToolName: "Bash"}
+				calls := make([]time.Duration, 0, b.N)
+				resets := make([]time.Duration, 0, b.N)
+				copied := 0
+				for b.Loop() {
+					run := hostfuncs.NewRun(nil, nil, hostfuncs.Limits{})
+					run.SetContext(riskyTarget, vars)
+					inst.p.Config = vars
+					t0 := time.Now()
+					rc, _, err := inst.call(hostfuncs.WithRun(ctx, run), abi.EntryGate, []byte(riskyTarget))
+					t1 := time.Now()
+					if err != nil || rc != abi.ExitConclude {
+						b.Fatalf("exit %d: %v", rc, err)
+					}
+					if err := inst.reset(); err != nil {
+						b.Fatal(err)
+					}
+					resets = append(resets, time.Since(t1))
+					calls = append(calls, t1.Sub(t0))
+					copied += inst.copied
+				}
+				slices.Sort(calls)
+				slices.Sort(resets)
+				b.ReportMetric(float64(calls[len(calls)/2].Nanoseconds())/1e3, "call-µs")
+				b.ReportMetric(float64(resets[len(resets)/2].Nanoseconds())/1e3, "reset-µs")
+				b.ReportMetric(float64(copied)/1024/float64(len(resets)), "copied-KiB")
+			})
+		}
+		for _, tc := range []struct {
+			name string
+			cfg  Config
+		}{{"clone", Config{}}, {"init", Config{PoolSize: -1}}} {
+			b.Run(g.lang+"/"+tc.name, func(b *testing.B) {
+				m := module(b, tc.cfg, false)
+				if tc.name == "clone" && (m.snap.Load() == nil || !m.snap.Load().cloneable) {
+					b.Fatal("the module has no snapshot to clone")
+				}
+				for b.Loop() {
+					inst, err := m.newInstance(ctx)
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.StopTimer()
+					if tc.name == "clone" && !inst.cloned {
+						b.Fatal("the instance was not cloned")
+					}
+					inst.close()
+					b.StartTimer()
+				}
+			})
+		}
+	}
 }

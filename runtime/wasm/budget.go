@@ -7,19 +7,32 @@ import "sync/atomic"
 // past it fails to grow (the guest runs out of memory), and a run that finds it exhausted is
 // refused at once (admission.go).
 type memBudget struct {
-	limit int64
+	limit atomic.Int64 // zero: no limit
 	used  atomic.Int64
+}
+
+func newBudget(limit int64) *memBudget {
+	b := &memBudget{}
+	b.limit.Store(limit)
+	return b
+}
+
+// fits reports whether n more bytes fit.
+func (b *memBudget) fits(n int) bool {
+	l := b.limit.Load()
+	return l <= 0 || b.used.Load()+int64(n) <= l
 }
 
 // take charges n bytes, or reports false when they do not fit.
 func (b *memBudget) take(n int) bool {
-	if b.limit <= 0 {
+	limit := b.limit.Load()
+	if limit <= 0 {
 		b.used.Add(int64(n))
 		return true
 	}
 	for {
 		cur := b.used.Load()
-		if cur+int64(n) > b.limit {
+		if cur+int64(n) > limit {
 			return false
 		}
 		if b.used.CompareAndSwap(cur, cur+int64(n)) {

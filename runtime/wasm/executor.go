@@ -49,6 +49,8 @@ type Executor struct {
 	budget *memBudget
 	// untracked turns write tracking off (tests of the reset that copies everything back).
 	untracked bool
+	// adm bounds the runs executing at once (admission.go).
+	adm *admission
 }
 
 var _ runtime.Executor = (*Executor)(nil)
@@ -62,9 +64,13 @@ func New(ctx context.Context, cfg Config, src Source) (*Executor, error) {
 	if err != nil {
 		return nil, err
 	}
+	lim := cfg.Limits
+	if lim == nil {
+		lim = NewLimits(cfg)
+	}
 	base, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	return &Executor{e: e, src: src, base: base, cancel: cancel, mods: map[string]*module{}, lru: list.New(),
-		budget: &memBudget{limit: e.cfg.MemoryBudget}}, nil
+		budget: lim.budget, adm: lim.adm}, nil
 }
 
 // Close stops background work and releases every compiled module and instance.
@@ -164,16 +170,29 @@ func (x *Executor) Run(ctx context.Context, req runtime.Request) (runtime.Result
 	if err != nil {
 		return runtime.Result{}, timeoutOr(ctx, err)
 	}
-	inst, err := m.take(ctx)
+	t, err := x.adm.acquire(ctx, m.health.unhealthy())
 	if err != nil {
 		m.release()
 		return runtime.Result{}, timeoutOr(ctx, err)
 	}
-	// After the run (and after the answer when the caller defers work: internal/later), a
-	// healthy instance is reset and goes back to the pool, any other is closed (pool.go). The
-	// module is held until then.
+	inst, err := m.take(ctx)
+	if err != nil {
+		t.release()
+		m.release()
+		return runtime.Result{}, timeoutOr(ctx, err)
+	}
+	inst.ticket = t
+	t.health = &m.health
+	// After the run the slot is given back; then (after the answer when the caller defers
+	// work: internal/later) a healthy instance is reset and goes back to the pool, any other is
+	// closed (pool.go). The module is held until then.
 	healthy := false
 	defer func() {
+		t.release()
+		inst.ticket = nil
+		if !healthy {
+			m.health.fault()
+		}
 		later.Do(ctx, func() {
 			m.recycle(inst, healthy)
 			m.release()
@@ -193,14 +212,21 @@ func (x *Executor) Run(ctx context.Context, req runtime.Request) (runtime.Result
 	if req.Helper != nil {
 		helper = req.Helper
 	}
+	if helper != nil {
+		helper = &slotHelper{h: helper, t: t}
+	}
 	run := hostfuncs.NewRun(helper, req.PetContext, hostfuncs.Limits{MaxHostCalls: x.e.cfg.MaxHostCalls})
 	run.SetContext(req.Target, req.Vars)
 	inst.p.Config = req.Vars // read-only to Extism; the reset clears it
+	t.start = time.Now()
 	rc, out, callErr := inst.call(hostfuncs.WithRun(ctx, run), entry, []byte(req.Target))
 	res := runtime.Result{ExitCode: int(int32(rc)), Stderr: inst.out.String(), Duration: time.Since(start)}
 	if callErr != nil {
 		var ge *guestError
 		healthy = errors.As(callErr, &ge) // an error the guest reported: a result, not a fault
+		if !healthy && inst.budgetRefused() {
+			return res, fmt.Errorf("%w: the guest ran out of memory: %w", runtime.ErrTrap, budgetError(x.budget, 0))
+		}
 		return x.failed(ctx, res, callErr, timeout)
 	}
 	if len(out) > x.e.cfg.MaxOutput {

@@ -57,6 +57,15 @@ type instance struct {
 	snap    *snapshot
 	ownSnap bool
 	cloned  bool
+	// copied is how many bytes the last reset copied back (for benchmarks).
+	copied int
+	// ticket is the run's admission (admission.go), seen by the checks.
+	ticket *ticket
+}
+
+// budgetRefused reports whether one of the instance's memories was refused growth by the budget.
+func (i *instance) budgetRefused() bool {
+	return (i.gmem != nil && i.gmem.refused) || (i.kmemory != nil && i.kmemory.refused)
 }
 
 // newInstance makes an instance ready to run: instantiated with an unbound mount at
@@ -70,12 +79,23 @@ func (m *module) newInstance(ctx context.Context) (*instance, error) {
 	mount := &lateMount{}
 	p, err := m.cp.Instance(withMemory(ctx, alloc), extism.PluginInstanceConfig{ModuleConfig: moduleConfig(out, mount)})
 	if err != nil {
+		if alloc.refused() {
+			return nil, budgetError(m.x.budget, 0)
+		}
 		if _, ok := isInterrupt(err); ok || ctx.Err() != nil {
 			return nil, fmt.Errorf("%w: instantiating module %s", runtime.ErrTimeout, m.sha[:12])
 		}
 		return nil, fmt.Errorf("%w: instantiate module %s: %v", runtime.ErrTrap, m.sha[:12], err)
 	}
 	inst := &instance{m: m, p: p, out: out, mount: mount, checks: &m.x.e.checks, entries: map[string]api.Function{}}
+	switch {
+	case alloc.refused():
+		inst.close()
+		return nil, budgetError(m.x.budget, 0)
+	case alloc.failed():
+		inst.close()
+		return nil, fmt.Errorf("%w: instantiate module %s: a linear memory cannot be mapped", runtime.ErrTrap, m.sha[:12])
+	}
 	if err := inst.bind(alloc); err != nil {
 		inst.close()
 		return nil, fmt.Errorf("%w: instantiate module %s: %v", runtime.ErrTrap, m.sha[:12], err)
@@ -88,6 +108,9 @@ func (m *module) newInstance(ctx context.Context) (*instance, error) {
 	}
 	if err != nil {
 		inst.close()
+		if alloc.refused() {
+			return nil, budgetError(m.x.budget, 0)
+		}
 		return nil, err
 	}
 	if m.reuse.Load() {
@@ -351,7 +374,7 @@ func kcall(ctx context.Context, f api.Function, stack []uint64) (uint64, error) 
 // as Extism's Plugin.CallWithContext does. A trap, an interruption or an exit is an error; an
 // error the guest set is a *guestError, with the exit code and no output.
 func (i *instance) call(ctx context.Context, entry string, input []byte) (uint32, []byte, error) {
-	i.run.Store(&runState{ctx: ctx})
+	i.run.Store(&runState{ctx: ctx, ticket: i.ticket})
 	defer i.run.Store(nil)
 	c := i.callContext(ctx)
 	st := i.stack[:]

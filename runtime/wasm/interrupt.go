@@ -64,8 +64,14 @@ func (c *checks) fn(ctx context.Context, mod api.Module, stack []uint64) {
 		panic(&interruptError{cause: err})
 	}
 	if v, ok := c.m.Load(mod); ok {
-		if err := v.(*instance).runErr(); err != nil {
-			panic(&interruptError{cause: err})
+		if s := v.(*instance).run.Load(); s != nil {
+			if err := s.ctx.Err(); err != nil {
+				panic(&interruptError{cause: err})
+			}
+			// Admission: a run may have to give its slot up here (admission.go).
+			if err := s.ticket.tick(s.ctx); err != nil {
+				panic(&interruptError{cause: err})
+			}
 		}
 	}
 	stack[0] = instrument.Budget
@@ -73,20 +79,13 @@ func (c *checks) fn(ctx context.Context, mod api.Module, stack []uint64) {
 
 // runState is what an instance knows of the run it serves.
 type runState struct {
-	ctx context.Context
+	ctx    context.Context
+	ticket *ticket
 }
 
 // instanceRun is embedded in instance.
 type instanceRun struct {
 	run atomic.Pointer[runState]
-}
-
-// runErr is the error of the context of the run the instance serves, if it ended.
-func (i *instanceRun) runErr() error {
-	if s := i.run.Load(); s != nil {
-		return s.ctx.Err()
-	}
-	return nil
 }
 
 // kernel is Extism's kernel, instrumented once.

@@ -23,3 +23,6 @@ func (m *mmapMemory) protect()           {}
 
 // withMemory leaves wazero's default (Go slice) memories where there is no mmap.
 func withMemory(ctx context.Context, _ *memAllocator) context.Context { return ctx }
+
+func (a *memAllocator) refused() bool { return false }
+func (a *memAllocator) failed() bool  { return false }

@@ -49,6 +49,30 @@ func (a *memAllocator) Allocate(_, max uint64) experimental.LinearMemory {
 	return m
 }
 
+// refused reports whether the budget refused one of a's memories a growth.
+func (a *memAllocator) refused() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, m := range a.mems {
+		if m.refused {
+			return true
+		}
+	}
+	return false
+}
+
+// failed reports whether one of a's memories could not be mapped.
+func (a *memAllocator) failed() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, m := range a.mems {
+		if m.failed {
+			return true
+		}
+	}
+	return false
+}
+
 type mmapMemory struct {
 	buf []byte // the whole mapping
 	len int    // the memory's current length
@@ -58,22 +82,41 @@ type mmapMemory struct {
 	budget             *memBudget
 	// charged is what the budget was charged for this memory.
 	charged int
-	// refused is set when the budget refused a growth (the guest then runs out of memory).
+	// refused is set when the budget refused a growth (the guest then runs out of memory), or
+	// the memory's initial size at instantiation (the instance is then closed at once).
 	refused bool
+	// started: Reallocate was called (the first call is the instantiation's); failed: the
+	// mapping failed, and buf is a Go slice of the initial size only.
+	started, failed bool
 }
 
 // Reallocate implements experimental.LinearMemory: the first call maps max bytes (at least one
 // page), later ones only change the length. It returns nil, which the guest sees as a failed
 // memory.grow, past max, past the memory budget, or when the mapping fails.
+//
+// wazero cannot take nil for a memory's initial size (instantiating the module panics), so the
+// first call never returns nil: past the budget it charges the bytes anyway and sets refused,
+// and when the mapping fails it returns a Go slice of the initial size and sets failed; the
+// instance is then closed before it runs (newInstance).
 func (m *mmapMemory) Reallocate(size uint64) []byte {
-	if size > m.max {
+	first := !m.started
+	m.started = true
+	if size > m.max && !first {
+		return nil
+	}
+	if m.failed {
 		return nil
 	}
 	if m.buf == nil {
-		n := max(m.max, 1<<16)
+		n := max(m.max, size, 1<<16)
 		b, err := syscall.Mmap(-1, 0, int(n), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON|mapNoReserve)
 		if err != nil {
-			return nil
+			if !first {
+				return nil
+			}
+			m.failed = true
+			m.len = int(size)
+			return make([]byte, size)
 		}
 		m.buf = b
 		m.tracked = !m.untracked && track(b)
@@ -85,7 +128,10 @@ func (m *mmapMemory) Reallocate(size uint64) []byte {
 		if grow := int(size) - m.charged; grow > 0 && m.budget != nil {
 			if !m.budget.take(grow) {
 				m.refused = true
-				return nil
+				if !first {
+					return nil
+				}
+				m.budget.used.Add(int64(grow)) // given back when the instance is closed
 			}
 			m.charged += grow
 		}
@@ -106,8 +152,8 @@ func touch(b []byte) {
 func (m *mmapMemory) Free() {
 	if m.buf != nil {
 		_ = syscall.Munmap(m.buf[:cap(m.buf)])
-		m.buf, m.len = nil, 0
 	}
+	m.buf, m.len = nil, 0
 	if m.budget != nil && m.charged > 0 {
 		m.budget.give(m.charged)
 		m.charged = 0

@@ -53,6 +53,8 @@ type module struct {
 	made, cloned, resets atomic.Int64
 	// entries caches which entry points the module exports.
 	entries sync.Map
+	// health is the module's recent faults (admission.go).
+	health health
 }
 
 // module returns the compiled module sha, compiling it on first use; the caller must release

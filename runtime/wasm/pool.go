@@ -32,6 +32,13 @@ func (m *module) take(ctx context.Context) (*instance, error) {
 		return inst, nil
 	default:
 	}
+	// A new instance needs at least the snapshot's memory: refused at once when the budget
+	// cannot hold it (otherwise the instantiation fails on it, also with the budget's error).
+	if s := m.snap.Load(); s != nil {
+		if need := len(s.guest) + len(s.kernel); !m.x.budget.fits(need) {
+			return nil, budgetError(m.x.budget, need)
+		}
+	}
 	return m.newInstance(ctx)
 }
 
@@ -93,9 +100,16 @@ func (m *module) refill() {
 			if !m.tryAcquire() {
 				return
 			}
+			// Making an instance is background work: it waits for a background slot.
+			t := &ticket{a: m.x.adm, bg: true}
+			if err := t.reacquire(m.ctx); err != nil {
+				m.release()
+				return
+			}
 			ctx, cancel := context.WithTimeout(m.ctx, DefaultInitTimeout)
 			inst, err := m.newInstance(ctx)
 			cancel()
+			t.release()
 			m.mu.Lock()
 			m.initErr = err
 			m.mu.Unlock()

@@ -121,13 +121,14 @@ func (i *instance) reset() error {
 	if s == nil || i.fdSnap == nil {
 		return errors.New("no snapshot")
 	}
+	i.copied = 0
 	if i.gmem != nil {
-		i.gmem.restore(s.guest)
+		i.copied += i.gmem.restore(s.guest)
 		if err := wazerox.SetMemoryLen(i.guest.Memory(), uint32(len(s.guest))); err != nil {
 			return err
 		}
 	}
-	i.kmemory.restore(s.kernel)
+	i.copied += i.kmemory.restore(s.kernel)
 	if err := wazerox.SetMemoryLen(i.kmem, uint32(len(s.kernel))); err != nil {
 		return err
 	}

@@ -11,17 +11,20 @@
 //     closed, so closing a module's cache with the module is what frees its compiled code (about
 //     15 MiB for a Go guest). At most Config.MaxModules compiled modules are kept, least
 //     recently used first out.
-//   - Single-use instances, pre-initialised. An instance runs exactly one rule call and is then
-//     closed, so no state leaks between runs. Instantiating and initialising a Go guest costs
-//     milliseconds, so each module keeps a pool of Config.PoolSize ready instances. Each module
-//     has a worker that closes used instances and then refills the pool, after the run, so the
-//     run path only takes an instance (or, when the pool is empty, makes one itself). While the
-//     pool still holds an instance the worker waits refillDelay first: making an instance keeps
-//     a CPU busy for milliseconds, with guest code the Go scheduler cannot preempt, and on a
-//     two-core machine that held the answer of the run that kicked it back by about as much
-//     (measured with the execution tracer's scheduler-latency profile).
-//     Pre-initialising calls the optional export abi.EntryInit, which makes extism run the
-//     guest's _initialize; the SDK exports it.
+//   - Instances reset and reused, pre-initialised. Each module keeps a pool of Config.PoolSize
+//     ready instances (pool.go), made in the background from a snapshot of the module's state
+//     right after initialisation (a memory copy instead of the guest runtime's start). After
+//     each healthy run the instance is reset to that snapshot (the pages the run wrote, the
+//     globals, the descriptor table, Extism's Go-side state: reset.go) and goes back to the
+//     pool, so nothing of one run is visible to the next and a run pays neither instantiation
+//     nor initialisation. An instance that trapped, timed out, exited or broke a limit is
+//     closed, never reused. docs/runtime.md has the design and its measurements.
+//   - Admission control (admission.go). At most Config.MaxConcurrent runs execute guest code at
+//     once; a run waits at most Config.QueueTimeout for a slot, and at most Config.MaxQueued
+//     wait; every linear memory and snapshot is charged to Config.MemoryBudget. Past a bound a
+//     run fails at once with ErrBusy. Runs of modules that fault or run long move to a
+//     background class that never takes the last slot and yields to healthy runs at its
+//     checks.
 //   - Memory. A guest's linear memory is an anonymous mapping of its maximum size (memory_unix.go)
 //     instead of wazero's Go slice, which copies the whole memory each time a Go guest grows its
 //     heap and leaves the copies to the garbage collector: growing populates the new pages, and
@@ -66,6 +69,9 @@ const (
 	DefaultMaxModules  = 16 // each costs ~15 MiB of compiled code plus its pool: see docs/guests.md
 	// DefaultMemoryBudget caps the linear memory of every instance and snapshot together.
 	DefaultMemoryBudget = 1 << 30
+	// DefaultMaxQueued and DefaultQueueTimeout bound the runs waiting for a slot (admission.go).
+	DefaultMaxQueued    = 64
+	DefaultQueueTimeout = time.Second
 	DefaultTimeout      = 60 * time.Second
 	// DefaultInitTimeout bounds pre-initialising one instance in the background.
 	DefaultInitTimeout = 10 * time.Second
@@ -97,9 +103,16 @@ type Config struct {
 	MaxModules int
 	// MaxConcurrent caps the guest runs executing at once; zero means the number of CPUs.
 	MaxConcurrent int
+	// MaxQueued caps the runs waiting for a slot; zero means DefaultMaxQueued.
+	MaxQueued int
+	// QueueTimeout caps how long a run waits for a slot; zero means DefaultQueueTimeout.
+	QueueTimeout time.Duration
 	// MemoryBudget caps, in bytes, the linear memory of every instance (running or pooled) and
 	// every snapshot together; zero means DefaultMemoryBudget.
 	MemoryBudget int64
+	// Limits, when set, is admission control shared with other executors (NewLimits), used
+	// instead of MaxConcurrent, MaxQueued, QueueTimeout and MemoryBudget.
+	Limits *Limits
 	// Hidden are directories the cwd mount never shows, through any of their aliases (the
 	// Pixie home): a cwd inside one is not mounted, and one inside the cwd is left out.
 	Hidden []string
@@ -137,6 +150,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MemoryBudget <= 0 {
 		c.MemoryBudget = DefaultMemoryBudget
+	}
+	if c.MaxQueued <= 0 {
+		c.MaxQueued = DefaultMaxQueued
+	}
+	if c.QueueTimeout <= 0 {
+		c.QueueTimeout = DefaultQueueTimeout
 	}
 	return c
 }

@@ -15,6 +15,15 @@
 //     instrumented: Extism compiles its kernel as it is, and a guest that corrupts the kernel's
 //     block list would make it loop forever (shared/repro/wasm/gate_kernel.wat).
 //
+// Extism's public API was checked for each (go-sdk v1.7.1) and replaces none of them:
+// Plugin.Module() wraps the guest module with ExportedFunctions only (no globals, no calls);
+// the kernel module is reachable from host functions only, through CurrentPlugin, and only
+// its memory; and a host function given to NewCompiledPlugin (even with SetNamespace, which
+// would serve instrument.CheckModule) gets no calling module, and panics when the call's
+// context lacks the plug-in, as Extism's own kernel calls (context.Background()) and a start
+// function at instantiation do: the check must find its instance from the calling module. Nor
+// can a kernel of one's own be given to Extism.
+//
 // Kernel is a copy of the kernel Extism embeds (extism-runtime.wasm, v1.7.0 in go-sdk
 // v1.7.1); the test checks it is byte for byte the module cache's.
 package extismx
