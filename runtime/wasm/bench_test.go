@@ -200,9 +200,6 @@ func BenchmarkReset(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer inst.close()
-				if !untracked && inst.kmemory.tracked {
-					b.ReportMetric(1, "tracked")
-				}
 				vars := map[string]string{abi.VarPoint: abi.PointToolBefore, abi.VarToolName: "Bash"}
 				calls := make([]time.Duration, 0, b.N)
 				resets := make([]time.Duration, 0, b.N)

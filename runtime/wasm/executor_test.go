@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/pixie-dev/pixie/hostfuncs"
 	"github.com/pixie-dev/pixie/internal/testutil"
 	"os"
 	"path/filepath"
@@ -115,28 +116,49 @@ func TestPool(t *testing.T) {
 	if m.made.Load() != made || m.resets.Load() != resets+5 {
 		t.Fatalf("made %d → %d, resets %d → %d", made, m.made.Load(), resets, m.resets.Load())
 	}
-	t.Run("a trapped instance is discarded and the module keeps serving", func(t *testing.T) {
-		e.push(t, "testdata/fault-trap", "fault-trap")
-		if err := e.x.Warm(ctx, "fault-trap"); err != nil {
-			t.Fatal(err)
-		}
-		ft := e.module(t, "fault-trap")
-		made, resets := ft.made.Load(), ft.resets.Load()
-		for range 3 {
-			if _, err := e.run(t, runtime.Request{Ref: "fault-trap"}); !errors.Is(err, runtime.ErrTrap) {
+	// An instance whose run faulted (trapped, timed out, exited, broke a limit) is closed, never
+	// reset and reused; the module keeps serving, from instances made from its snapshot.
+	for _, tc := range []struct {
+		name, guest string
+		req         runtime.Request
+		want        error
+		text        string
+	}{
+		{name: "trapped", guest: "fault-trap", want: runtime.ErrTrap},
+		{name: "timed out", guest: "fault-loop", req: runtime.Request{Timeout: 200 * time.Millisecond}, want: runtime.ErrTimeout},
+		{name: "ran out of memory", guest: "fault-membomb", want: runtime.ErrTrap},
+		{name: "wrote output over the cap", guest: "fault-output", want: runtime.ErrOutputTooLarge},
+		{name: "made host calls over the cap", guest: "fault-logspam", want: runtime.ErrTrap, text: hostfuncs.ErrHostCallLimit.Error()},
+	} {
+		t.Run("an instance that "+tc.name+" is never reused", func(t *testing.T) {
+			e.push(t, "testdata/"+tc.guest, tc.guest)
+			if err := e.x.Warm(ctx, tc.guest); err != nil {
 				t.Fatal(err)
 			}
-		}
-		if err := e.x.Warm(ctx, "fault-trap"); err != nil {
-			t.Fatal(err)
-		}
-		if ft.resets.Load() != resets || ft.made.Load() < made+3 {
-			t.Fatalf("a trapped instance was reused: made %d → %d, resets %d → %d", made, ft.made.Load(), resets, ft.resets.Load())
-		}
-		if ft.cloned.Load() == 0 {
-			t.Fatal("new instances were not made from the snapshot")
-		}
-	})
+			ft := e.module(t, tc.guest)
+			if !ft.reuse.Load() {
+				t.Fatalf("the module's instances are not reused at all: %s", *ft.why.Load())
+			}
+			made, resets := ft.made.Load(), ft.resets.Load()
+			for range 3 {
+				req := tc.req
+				req.Ref = tc.guest
+				if _, err := e.run(t, req); !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.text) {
+					t.Fatalf("got %v, want %v (%q)", err, tc.want, tc.text)
+				}
+			}
+			if err := e.x.Warm(ctx, tc.guest); err != nil {
+				t.Fatal(err)
+			}
+			if ft.resets.Load() != resets || ft.made.Load() < made+3 {
+				t.Fatalf("a faulted instance was reused: made %d → %d, resets %d → %d", made, ft.made.Load(), resets, ft.resets.Load())
+			}
+			if ft.cloned.Load() == 0 {
+				t.Fatal("new instances were not made from the snapshot")
+			}
+		})
+	}
+	e.alive(t)
 }
 
 // module returns the executor's compiled module for ref.

@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/pixie-dev/pixie/hostfuncs"
+	"github.com/pixie-dev/pixie/internal/loadbench"
 	"github.com/pixie-dev/pixie/internal/testutil"
 	"github.com/pixie-dev/pixie/runtime"
 	"github.com/pixie-dev/pixie/sdk/abi"
@@ -179,6 +181,79 @@ func TestResetRestoresExactly(t *testing.T) {
 						t.Fatalf("run %d: global %d is %d, the snapshot's %d", r, k, gl.Get(), s.globals[k])
 					}
 				}
+			}
+		})
+	}
+}
+
+// TestTwinCasesOnResetInstances runs the twin table (loadbench.TwinCases: every stop reason, the
+// unclear and skipped cases) through block-risky-commands and its AssemblyScript twin, on one
+// executor whose single instance is reset after every run (each case three times) and on one
+// that makes a fresh instance for every run: every run decides the same as the fresh one, the
+// stop and skip cases as the table says, and the reused executor made no instance after the
+// first.
+func TestTwinCasesOnResetInstances(t *testing.T) {
+	ctx := context.Background()
+	judge := func(req abi.JudgeRequest) (abi.JudgeResponse, error) { return boolAnswer(req, 0.9), nil }
+	for _, guest := range []string{"block-risky-commands", "block-risky-commands-as"} {
+		t.Run(guest, func(t *testing.T) {
+			wasm := testutil.Guest(t, guest)
+			sum := sha256.Sum256(wasm)
+			src := &fixedSource{sha: hex.EncodeToString(sum[:]), wasm: wasm}
+			reused, err := New(ctx, Config{CacheDir: testutil.WasmCacheDir(t), PoolSize: 1, MaxConcurrent: 1}, src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer reused.Close(ctx)
+			fresh, err := New(ctx, Config{CacheDir: testutil.WasmCacheDir(t), PoolSize: -1}, src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer fresh.Close(ctx)
+			if err := reused.Warm(ctx, guest); err != nil {
+				t.Fatal(err)
+			}
+			m, err := reused.module(ctx, src.sha)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.release()
+			if !m.reuse.Load() {
+				t.Fatalf("the module is not reused: %s", *m.why.Load())
+			}
+			made, resets := m.made.Load(), m.resets.Load()
+			runs := 0
+			for _, c := range loadbench.TwinCases {
+				req := runtime.Request{Kind: runtime.KindModule, Ref: guest, Target: c.Args,
+					Vars: map[string]string{abi.VarPoint: abi.PointToolBefore, abi.VarToolName: c.Tool}}
+				req.Helper = &helper{judge: judge, ask: func(abi.AskRequest) (string, error) { return "yes", nil }}
+				want, err := fresh.Run(ctx, req)
+				if err != nil {
+					t.Fatalf("%s on a fresh instance: %v", c.Name, err)
+				}
+				switch c.Want.Verdict {
+				case "stop":
+					if want.ExitCode != abi.ExitConclude || !strings.Contains(want.Stdout, c.Want.Reason) {
+						t.Fatalf("%s: exit %d, %q; want a stop with %q", c.Name, want.ExitCode, want.Stdout, c.Want.Reason)
+					}
+				case "skip":
+					if want.ExitCode != abi.ExitSkip {
+						t.Fatalf("%s: exit %d, want a skip", c.Name, want.ExitCode)
+					}
+				}
+				for i := range 3 {
+					req.Helper = &helper{judge: judge, ask: func(abi.AskRequest) (string, error) { return "yes", nil }}
+					got, err := reused.Run(ctx, req)
+					runs++
+					if err != nil || got.ExitCode != want.ExitCode || got.Stdout != want.Stdout {
+						t.Fatalf("%s, run %d on a reset instance: exit %d %q (%v); a fresh instance: exit %d %q",
+							c.Name, i, got.ExitCode, got.Stdout, err, want.ExitCode, want.Stdout)
+					}
+				}
+			}
+			if m.made.Load() != made || m.resets.Load() != resets+int64(runs) {
+				t.Fatalf("made %d → %d, resets %d → %d for %d runs: not every run was on a reset instance",
+					made, m.made.Load(), resets, m.resets.Load(), runs)
 			}
 		})
 	}
