@@ -11,18 +11,25 @@ import (
 // worker (refill), so that a run takes one instead of making one. An instance that ran without
 // fault is reset to the module's snapshot after its run, off the run's path (once the answer
 // is sent: internal/later), and goes back to the pool; the pool holds up to idleCap instances,
-// so that as many runs as may execute at once (Config.MaxConcurrent) find one. An instance that
-// trapped, timed out, exited, broke a limit, or whose module cannot be reset is closed instead,
-// and the worker makes a new one: from the snapshot (instantiate, then copy the snapshot's
-// memory and globals in) when the module allows it, by instantiating and initialising it
-// otherwise.
+// so that the runs in flight find one: a run holds its instance from when it gets its slot
+// until its answer is sent, so more runs than slots hold one at a time (up to one per
+// connection). An instance that trapped, timed out, exited, broke a limit, or whose module
+// cannot be reset is closed instead, and the worker makes a new one: from the snapshot
+// (instantiate, then copy the snapshot's memory and globals in) when the module allows it, by
+// instantiating and initialising it otherwise.
 
-// idleCap is how many ready instances a module keeps at most.
+// idlePerSlot is how many instances per run slot a module keeps at most: a run holds its
+// instance while its answer is written, and a recycled instance the pool cannot hold is
+// closed, to be cloned again (milliseconds for a Go guest) by the next run that finds none.
+const idlePerSlot = 4
+
+// idleCap is how many ready instances a module keeps at most (the refill makes only
+// Config.PoolSize; the rest are instances that served a run).
 func (x *Executor) idleCap() int {
 	if x.e.cfg.PoolSize == 0 {
 		return 0
 	}
-	return max(x.e.cfg.PoolSize, x.e.cfg.MaxConcurrent)
+	return max(x.e.cfg.PoolSize, idlePerSlot*x.adm.slots)
 }
 
 // take returns a ready instance, or makes one when none is ready.
