@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"github.com/pixie-dev/pixie/hostfuncs"
+	"github.com/pixie-dev/pixie/internal/later"
 	"github.com/pixie-dev/pixie/internal/testutil"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -354,4 +356,46 @@ func cacheFiles(t *testing.T, dir string) map[string]time.Time {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// TestPoolKeepsRunsInFlight runs eight callers at once, each holding its answer a moment after
+// the run (as the server does while it writes the answer: internal/later), so that more runs
+// hold an instance than there are run slots: the pool keeps the instances they give back
+// instead of closing them and cloning new ones for the next runs.
+func TestPoolKeepsRunsInFlight(t *testing.T) {
+	ctx := context.Background()
+	wasm := testutil.Guest(t, "block-risky-commands")
+	x, err := New(ctx, Config{CacheDir: testutil.WasmCacheDir(t), MaxConcurrent: 2}, memSource{wasm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close(ctx)
+	if err := x.Warm(ctx, "m"); err != nil {
+		t.Fatal(err)
+	}
+	m, err := x.module(ctx, "00000000000000000000000000000000000000000000000000000000000000aa")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.release()
+	req := runtime.Request{Kind: runtime.KindModule, Ref: "m", Target: riskyTarget,
+		Vars: map[string]string{abi.VarPoint: abi.PointToolBefore, abi.VarToolName: "Bash"}}
+	made := m.made.Load()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 50 {
+				c, answered := later.Defer(ctx)
+				if _, err := x.Run(c, req); err != nil {
+					t.Error(err)
+				}
+				time.Sleep(300 * time.Microsecond) // the answer being written
+				answered()
+			}
+		})
+	}
+	wg.Wait()
+	if n := m.made.Load() - made; n > int64(2*cap(m.idle)) {
+		t.Fatalf("%d instances made for 400 runs by 8 callers (the pool keeps %d)", n, cap(m.idle))
+	}
 }
