@@ -85,6 +85,8 @@ type mmapMemory struct {
 	// refused is set when the budget refused a growth (the guest then runs out of memory), or
 	// the memory's initial size at instantiation (the instance is then closed at once).
 	refused bool
+	// resets and lastCopied: how many resets restored the memory, and what the last copied.
+	resets, lastCopied int
 	// started: Reallocate was called (the first call is the instantiation's); failed: the
 	// mapping failed, and buf is a Go slice of the initial size only.
 	started, failed bool
@@ -160,6 +162,13 @@ func (m *mmapMemory) Free() {
 	}
 }
 
+// A tracked memory is write-protected again every rearmEvery resets, or after a reset that
+// copied more than rearmBytes.
+const (
+	rearmEvery = 64
+	rearmBytes = 1 << 20
+)
+
 // restore makes the memory's first len(snap) bytes snap again and drops what lies past them
 // (the caller then sets the memory's length back, wazerox.SetMemoryLen). It returns how many
 // bytes it copied.
@@ -167,7 +176,12 @@ func (m *mmapMemory) restore(snap []byte) int {
 	n := len(snap)
 	copied := 0
 	if m.tracked {
-		copied = restoreWritten(m.buf, m.len, snap)
+		// Protect the memory again now and then, and when the pages found written grew past
+		// rearmBytes (restoreWritten says why not at every reset).
+		rearm := m.resets%rearmEvery == rearmEvery-1 || m.lastCopied > rearmBytes
+		copied = restoreWritten(m.buf, min(m.len, n), snap, rearm)
+		m.resets++
+		m.lastCopied = copied
 	} else {
 		copy(m.buf[:n], snap)
 		copied = n
