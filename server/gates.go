@@ -45,8 +45,8 @@ func (s *Server) mountGates(g *echo.Group) {
 	g.GET("/gates/sessions/:session/notes", s.gateNotes)
 	g.GET("/gates/sessions/:session/switches", s.gateSwitches)
 	g.PUT("/gates/sessions/:session/switches/:gate", s.gateSwitchPut)
-	allowBigBody(http.MethodPost, "/v1/gates/evaluate")
-	allowBigBody(http.MethodPost, "/v1/gates/try")
+	s.allowBigBody(http.MethodPost, "/v1/gates/evaluate")
+	s.allowBigBody(http.MethodPost, "/v1/gates/try")
 }
 
 func (s *Server) gatesGet(c echo.Context) error {

@@ -52,7 +52,7 @@ func (s *Server) mountModules(g *echo.Group) {
 	g.GET("/modules", s.moduleList)
 	g.GET("/modules/:ref", s.moduleGet)
 	g.DELETE("/modules/:name", s.moduleDelete)
-	allowBigBody(http.MethodPost, "/v1/modules")
+	s.allowBigBody(http.MethodPost, "/v1/modules")
 }
 
 func (s *Server) moduleUpload(c echo.Context) error {

@@ -38,7 +38,7 @@ func (s *Server) mountProxy() {
 		for _, path := range []string{prefix, prefix + "/*"} {
 			s.e.Any(path, h)
 			for _, m := range proxyMethods {
-				allowBigBody(m, path) // the proxy reads up to proxy.injectLimit and streams the rest
+				s.allowBigBody(m, path) // the proxy reads up to proxy.injectLimit and streams the rest
 			}
 		}
 	}

@@ -112,8 +112,11 @@ type Server struct {
 	started time.Time
 	reg     *prometheus.Registry
 	hosts   map[string]bool
-	cookie  cookieSigner
-	ui      *uiSessions
+	// bigBodies are the routes ("METHOD /path") that read large bodies themselves (each
+	// enforces its own cap); allowBigBody adds them while routes are mounted.
+	bigBodies map[string]bool
+	cookie    cookieSigner
+	ui        *uiSessions
 
 	reqs    *prometheus.CounterVec
 	latency *prometheus.HistogramVec
@@ -160,16 +163,17 @@ func New(cfg Config, deps Deps) *Server {
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	s := &Server{
-		cfg:     cfg,
-		deps:    deps,
-		e:       echo.New(),
-		log:     log,
-		started: time.Now(),
-		reg:     reg,
-		hosts:   allowedHosts(cfg.Addr, cfg.AllowedHosts),
-		cookie:  newCookieSigner(cfg.Token),
-		ui:      &uiSessions{st: deps.Store, mem: map[string]time.Time{}},
-		forward: &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+		cfg:       cfg,
+		deps:      deps,
+		e:         echo.New(),
+		log:       log,
+		started:   time.Now(),
+		reg:       reg,
+		hosts:     allowedHosts(cfg.Addr, cfg.AllowedHosts),
+		bigBodies: map[string]bool{},
+		cookie:    newCookieSigner(cfg.Token),
+		ui:        &uiSessions{st: deps.Store, mem: map[string]time.Time{}},
+		forward:   &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		reqs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pixie_http_requests_total", Help: "HTTP requests by route, method and status.",
 		}, []string{"route", "method", "status"}),
@@ -300,11 +304,11 @@ func (s *Server) info(c echo.Context) error {
 }
 
 // bodyLimit caps bodies, answering 413 in the standard error shape. Routes that accept larger
-// bodies are listed in bigBodies with their own cap enforced by the handler.
+// bodies are listed in s.bigBodies with their own cap enforced by the handler.
 func (s *Server) bodyLimit(next echo.HandlerFunc) echo.HandlerFunc {
 	limit := s.cfg.BodyLimit
 	return func(c echo.Context) error {
-		if bigBody(c) {
+		if s.bigBody(c) {
 			return next(c)
 		}
 		r := c.Request()
@@ -316,13 +320,11 @@ func (s *Server) bodyLimit(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// bigBodyRoutes hold routes that read large bodies themselves (each enforces its own cap).
-var bigBodyRoutes = map[string]bool{}
+func (s *Server) bigBody(c echo.Context) bool { return s.bigBodies[c.Request().Method+" "+c.Path()] }
 
-func bigBody(c echo.Context) bool { return bigBodyRoutes[c.Request().Method+" "+c.Path()] }
-
-// AllowBigBody exempts a route from the default body limit; its handler must cap the body.
-func allowBigBody(method, path string) { bigBodyRoutes[method+" "+path] = true }
+// allowBigBody exempts a route from the default body limit; its handler must cap the body.
+// Routes are mounted before the server serves, so bigBodies is only read afterwards.
+func (s *Server) allowBigBody(method, path string) { s.bigBodies[method+" "+path] = true }
 
 // observe records metrics and writes one structured access-log line per request. It never logs
 // headers, query strings or bodies, so tokens cannot reach the log.

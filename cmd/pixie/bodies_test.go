@@ -13,10 +13,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pixie-dev/pixie/internal/cluster"
+	"github.com/pixie-dev/pixie/internal/app"
 	"github.com/pixie-dev/pixie/internal/config"
 	"github.com/pixie-dev/pixie/internal/store"
-	"github.com/pixie-dev/pixie/internal/store/badgerstore"
 )
 
 // bodylessWrites are the write routes that read no body at all, so a body of any shape is
@@ -53,33 +52,18 @@ const forwardedPrefix = "/v1/proxy/"
 func TestEveryWriteRouteRefusesBodiesThatAreNotObjects(t *testing.T) {
 	ctx := context.Background()
 	home := filepath.Join(t.TempDir(), "home")
-	if err := prepareHome(home); err != nil {
-		t.Fatal(err)
-	}
 	cfg, err := config.Load(home, func(string) string { return "" }, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := badgerstore.Open(ctx, badgerstore.Options{Dir: filepath.Join(home, homeData), GCInterval: -1})
+	a, err := app.New(ctx, app.Config{Config: cfg, Version: version, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
-	token, _, err := cluster.AdminToken(ctx, st, home)
-	if err != nil {
-		t.Fatal(err)
-	}
-	node, err := cluster.Join(ctx, st, cluster.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer node.Close()
-	a, err := buildApp(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), st, node, token)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.close()
-	h := a.srv.Handler()
+	defer func() { _ = a.Close(ctx) }()
+	st, srv := a.Store(), a.Server()
+	token, _ := a.Token()
+	h := srv.Handler()
 	send := func(method, path, body string) (int, []byte) {
 		r := httptest.NewRequest(method, path, strings.NewReader(body))
 		r.Host = "127.0.0.1:7777"
@@ -103,7 +87,7 @@ func TestEveryWriteRouteRefusesBodiesThatAreNotObjects(t *testing.T) {
 	before := dumpStore(t, st)
 
 	mounted := map[string]bool{}
-	for _, r := range a.srv.Routes() {
+	for _, r := range srv.Routes() {
 		mounted[r] = true
 	}
 	for _, list := range []map[string]string{bodylessWrites, rawBodyWrites} {
@@ -117,7 +101,7 @@ func TestEveryWriteRouteRefusesBodiesThatAreNotObjects(t *testing.T) {
 	bodies := map[string]string{"null": "null", "list": `[{"text":"x"}]`, "string": `"x"`, "number": "1",
 		"boolean": "false", "empty": ""}
 	swept := 0
-	for _, route := range a.srv.Routes() {
+	for _, route := range srv.Routes() {
 		method, path, _ := strings.Cut(route, " ")
 		if method != "PUT" && method != "POST" && method != "PATCH" {
 			continue

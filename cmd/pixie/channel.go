@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -16,34 +15,8 @@ import (
 	"time"
 
 	"github.com/pixie-dev/pixie/internal/channel/lark"
-	"github.com/pixie-dev/pixie/internal/config"
 	"github.com/pixie-dev/pixie/internal/errs"
-	"github.com/pixie-dev/pixie/internal/model"
-	"github.com/pixie-dev/pixie/internal/store"
 )
-
-// newLarkChannel builds the Lark channel from the configuration. Its credentials live in the
-// home's credentials file; a missing binding is not an error (the channel is then unavailable
-// and its status says why).
-func newLarkChannel(ctx context.Context, cfg config.Config, log *slog.Logger, st *store.Store, m model.Model, secrets lark.Secrets) (*lark.Channel, error) {
-	ws := cfg.Lark.DefaultWorkspace
-	if ws != "" {
-		var err error
-		if ws, err = config.ExpandPath(ws); err != nil {
-			return nil, err
-		}
-	}
-	return lark.New(ctx, st, lark.Config{
-		Enabled:          cfg.Lark.Enabled,
-		BaseURL:          cfg.Lark.BaseURL,
-		DefaultWorkspace: ws,
-		ReplayWindow:     cfg.Lark.ReplayWindow,
-		Home:             cfg.Home,
-		Model:            m,
-		Secrets:          secrets,
-		Logger:           log.With("component", "lark"),
-	})
-}
 
 // larkLeaf is one `pixie lark` subcommand: key is its name in larkRun ("allow add"), defs
 // defines the flags it takes.
@@ -311,7 +284,7 @@ func printLarkStatus(w io.Writer, st lark.Status) {
 	if st.Bound {
 		fmt.Fprintf(w, "  app %s, bot %s (%s), encrypted: %v\n", st.AppID, st.BotOpenID, st.BotName, st.Encrypted)
 	}
-	fmt.Fprintf(w, "  executor %s, model configured: %v, allowlisted: %d, owner: %s\n", st.Executor, st.ModelConfigured, st.Allowlisted, larkOrDash(st.OwnerOpenID))
+	fmt.Fprintf(w, "  executor %s, model configured: %v, allowlisted: %d, owner: %s\n", st.Executor, st.ModelConfigured, st.Allowlisted, orDash(st.OwnerOpenID))
 	if st.Pairing.Pending && st.Pairing.ExpiresAt != nil {
 		fmt.Fprintf(w, "  a pairing code is pending until %s\n", st.Pairing.ExpiresAt.Local().Format("15:04:05"))
 	}
@@ -334,11 +307,4 @@ func larkShort(id string) string {
 		return id[:6]
 	}
 	return id
-}
-
-func larkOrDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"github.com/pixie-dev/pixie/internal/credentials"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -12,35 +11,29 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pixie-dev/pixie/internal/app"
 	"github.com/pixie-dev/pixie/internal/config"
-	"github.com/pixie-dev/pixie/internal/store/badgerstore"
-	"github.com/pixie-dev/pixie/server"
 )
 
 func TestLarkCLI(t *testing.T) {
 	ctx := context.Background()
 	home := t.TempDir()
-	st, err := badgerstore.Open(ctx, badgerstore.Options{Dir: t.TempDir(), GCInterval: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
 	cfg := config.Defaults(home)
 	cfg.Lark.Enabled = true
 	cfg.Lark.DefaultWorkspace = "~/pixie-lark-test-ws"
-	ch, err := newLarkChannel(ctx, cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), st, nil, credentials.Open(cfg.Home))
+	a, err := app.New(ctx, app.Config{Config: cfg, Version: version, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ch.Close()
-	status := ch.Status(ctx)
+	defer func() { _ = a.Close(ctx) }()
+	status := a.Lark().Status(ctx)
 	uh, _ := os.UserHomeDir()
 	if status.SpoolDir != filepath.Join(home, "spool", "lark") || status.DefaultWorkspace != filepath.Join(uh, "pixie-lark-test-ws") ||
 		!status.Enabled || status.Available || status.Problem == "" {
 		t.Fatalf("wired channel: %+v", status)
 	}
-	const tok = "0123456789abcdef0123456789abcdef"
-	ts := httptest.NewServer(server.New(server.Config{Token: tok}, server.Deps{Store: st, Channel: ch}).Handler())
+	tok, _ := a.Token()
+	ts := httptest.NewServer(a.Server().Handler())
 	defer ts.Close()
 
 	run := func(stdin string, args ...string) (int, string, string) {

@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -17,15 +16,8 @@ import (
 	"time"
 
 	"github.com/pixie-dev/pixie/internal/clip"
-	"github.com/pixie-dev/pixie/internal/config"
 	"github.com/pixie-dev/pixie/internal/errs"
-	"github.com/pixie-dev/pixie/internal/helper"
-	"github.com/pixie-dev/pixie/internal/model"
 	"github.com/pixie-dev/pixie/internal/pet"
-	"github.com/pixie-dev/pixie/internal/store"
-	"github.com/pixie-dev/pixie/runtime"
-	"github.com/pixie-dev/pixie/runtime/sandbox"
-	"github.com/pixie-dev/pixie/runtime/wasm"
 )
 
 // petLeaf is one `pixie pet` subcommand: key is its name in petCLI.run ("skills ls"), defs
@@ -146,7 +138,7 @@ func (p petCLI) run(ctx context.Context, cmd string, pos []string) (int, error) 
 			if !s.Available {
 				avail = "no: " + s.Reason
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%v\t%v\t%s\t%s\t%s\n", s.Name, petOrDash(string(s.Kind)), s.Enabled, s.Shortcut, s.Projection, avail, s.Path)
+			fmt.Fprintf(tw, "%s\t%s\t%v\t%v\t%s\t%s\t%s\n", s.Name, orDash(string(s.Kind)), s.Enabled, s.Shortcut, s.Projection, avail, s.Path)
 		}
 		return 0, tw.Flush()
 	case "skills enable", "skills disable":
@@ -458,72 +450,4 @@ func petList(s []string) string {
 		return "nothing"
 	}
 	return strings.Join(s, ", ")
-}
-
-func petOrDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-// probedBash lets Pet ask the bash executor whether it can run scripts here: the sandboxed
-// policies need Landlock (runtime/sandbox), the full policy only bash.
-type probedBash struct{ runtime.Executor }
-
-var _ pet.Prober = probedBash{}
-
-// Probe implements pet.Prober.
-func (b probedBash) Probe(_ context.Context, policy runtime.Policy) error {
-	if policy == runtime.PolicyFull {
-		return nil
-	}
-	if err := sandbox.Probe(); err != nil {
-		return errs.Wrap(errs.Unavailable, err, "scripts cannot be sandboxed here (%s policy): %v", policy, err)
-	}
-	return nil
-}
-
-var _ wasm.Source = (*pet.ModuleFiles)(nil)
-
-// newPet builds the Pet service: scripts run on the rule dispatcher's bash executor (behind a
-// Landlock probe), skill.wasm files on a WASM executor of Pet's own that loads modules by path
-// (pet.ModuleFiles), instruction Skills on the Pixie model. A missing executor is not fatal: its
-// Skills show as unavailable, with the reason. helpers (the Service gate runs use) gives script
-// and WASM Skills the helper gate rules get; nil leaves them without one. limits is the WASM
-// admission control the rule executor uses (nil: the executor's own). The returned func
-// releases the WASM executor.
-func newPet(ctx context.Context, cfg config.Config, log *slog.Logger, st *store.Store, rules runtime.Dispatcher, m model.Model, helpers *helper.Service, alive func(context.Context, string) (bool, error), limits *wasm.Limits) (*pet.Service, func(), error) {
-	exec := runtime.Dispatcher{}
-	if bx, ok := rules[runtime.KindScript]; ok {
-		exec[runtime.KindScript] = probedBash{bx}
-	}
-	closer := func() {}
-	wx, err := wasm.New(ctx, wasm.Config{
-		CacheDir:      filepath.Join(cfg.Home, homeCache, "pet"),
-		MaxModuleSize: pet.DefaultMaxSkillModule,
-		MemoryPages:   uint32(cfg.WASM.MemoryPages),
-		MaxInput:      cfg.WASM.MaxInput,
-		MaxOutput:     cfg.WASM.MaxOutput,
-		MaxHostCalls:  cfg.WASM.MaxHostCalls,
-		PoolSize:      -1,     // a Skill runs now and then: no idle instances
-		Limits:        limits, // the rule executor's run slots and memory budget
-		Hidden:        []string{cfg.Home},
-	}, &pet.ModuleFiles{})
-	if err != nil {
-		log.Warn("WASM Skills are unavailable", "err", err)
-	} else {
-		exec[runtime.KindModule] = wx
-		closer = func() { _ = wx.Close(context.Background()) }
-	}
-	svc, err := pet.New(st, exec, m, pet.Config{
-		Home: cfg.Home, Workspace: cfg.Pet.Workspace, MaxSkillFiles: cfg.Pet.MaxSkillFiles,
-		MaxSkillFileSize: cfg.Pet.MaxSkillFileSize, MaxSkillSize: cfg.Pet.MaxSkillSize, Logger: log,
-		Helpers: helpers, Alive: alive,
-	})
-	if err != nil {
-		closer()
-		return nil, nil, err
-	}
-	return svc, closer, nil
 }

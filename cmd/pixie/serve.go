@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -16,27 +15,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/pixie-dev/pixie/internal/app"
 	"github.com/pixie-dev/pixie/internal/cluster"
 	"github.com/pixie-dev/pixie/internal/config"
-	"github.com/pixie-dev/pixie/internal/helper"
-	"github.com/pixie-dev/pixie/internal/redact"
 	"github.com/pixie-dev/pixie/internal/settings"
-	"github.com/pixie-dev/pixie/internal/store"
-	"github.com/pixie-dev/pixie/internal/store/badgerstore"
-	"github.com/pixie-dev/pixie/internal/store/pgstore"
-	"github.com/pixie-dev/pixie/server"
 )
 
 const tokenFile = cluster.TokenFile
-
-// The home's layout. The store lives in data/, module bytes in blobs/, the wazero compilation
-// cache in cache/, and legacy gate scripts in commands/ (the default script folder).
-const (
-	homeData     = "data"
-	homeBlobs    = "blobs"
-	homeCache    = "cache"
-	homeCommands = "commands"
-)
 
 func init() {
 	register(&command{name: "serve", summary: "start the server", flags: func(fs *flag.FlagSet) runFunc {
@@ -196,102 +181,23 @@ func printConfig(w io.Writer, cfg config.Config, markdown bool, rt *runtimeSetti
 	return nil
 }
 
-func newLogger(cfg config.Config) *slog.Logger {
-	var lvl slog.Level
-	_ = lvl.UnmarshalText([]byte(cfg.LogLevel))
-	opts := &slog.HandlerOptions{Level: lvl}
-	if cfg.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, opts))
-}
-
-// prepareHome creates the home and its folders on first start.
-func prepareHome(home string) error {
-	if err := os.MkdirAll(home, 0o700); err != nil {
-		return fmt.Errorf("create home %s: %w", home, err)
-	}
-	for _, d := range []string{homeData, homeBlobs, homeCache, homeCommands} {
-		if err := os.MkdirAll(filepath.Join(home, d), 0o700); err != nil {
-			return fmt.Errorf("create %s: %w", d, err)
-		}
-	}
-	return nil
-}
-
-// openStore opens the configured store: Badger in <home>/data, or PostgreSQL. An unreachable
-// database stops start-up with an error naming it (password masked).
-func openStore(ctx context.Context, cfg config.Config, log *slog.Logger) (*store.Store, map[string]any, error) {
-	if cfg.Store.Driver == "postgres" {
-		pg := cfg.Store.Postgres
-		st, err := pgstore.Open(ctx, pgstore.Options{URL: pg.URL, MaxConns: pg.MaxConns,
-			StatementTimeout: pg.StatementTimeout, Poll: pg.Poll, PollInterval: pg.PollInterval, Logger: log})
-		if err != nil {
-			return nil, nil, err
-		}
-		log.Info("store: PostgreSQL", "url", redact.URL(pg.URL), "instance", st.Instance())
-		return st, map[string]any{"driver": "postgres", "url": redact.URL(pg.URL), "poll": pg.Poll,
-			"schemaVersion": pgstore.SchemaVersion, "instance": st.Instance()}, nil
-	}
-	dir := filepath.Join(cfg.Home, homeData)
-	st, err := badgerstore.Open(ctx, badgerstore.Options{Dir: dir, GCInterval: cfg.Server.StoreGCInterval, Logger: log})
-	if err != nil {
-		if strings.Contains(err.Error(), "Cannot acquire directory lock") {
-			// Badger's lock says another process holds the store: most likely a second
-			// `pixie serve` with the same home.
-			return nil, nil, fmt.Errorf("another process (most likely a `pixie serve` already running) is using the home %s: its store %s is locked. Use that server, stop it, or start this one with another home (--home DIR, or $PIXIE_HOME)", cfg.Home, dir)
-		}
-		return nil, nil, err
-	}
-	return st, map[string]any{"driver": "badger", "dir": dir}, nil
-}
-
 func serve(ctx context.Context, cfg config.Config, out io.Writer) error {
-	log := newLogger(cfg)
-	if err := prepareHome(cfg.Home); err != nil {
-		return err
-	}
-	st, storeInfo, err := openStore(ctx, cfg, log)
+	a, err := app.New(ctx, app.Config{Config: cfg, Version: version})
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err := st.Close(); err != nil {
-			log.Error("closing the store", "err", err)
-		}
-	}()
-	// The admin token: the home's token file, or, on a shared store, the store's (written into
-	// this home's token file), so that every replica accepts it.
-	token, fresh, err := cluster.AdminToken(ctx, st, cfg.Home)
-	if err != nil {
-		return err
-	}
-	node, err := cluster.Join(ctx, st, cluster.Options{URL: cfg.Store.Postgres.ReplicaURL, Logger: log})
-	if err != nil {
-		return err
-	}
-	defer node.Close()
-
-	a, err := buildApp(ctx, cfg, log, st, node, token)
-	if err != nil {
-		return err
-	}
-	a.info["store"] = storeInfo
-	defer a.close()
+	defer func() { _ = a.Close(context.Background()) }()
+	log := a.Logger()
 
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return listenError(cfg.Addr, err)
 	}
 	url := "http://" + ln.Addr().String()
-	if cfg.PublicURL == "" && a.helpers != nil {
-		a.helpers.SetURL(url) // the real port, when --addr asked for :0
+	if err := a.Listening(ctx, url); err != nil {
+		return err
 	}
-	if cfg.Store.Postgres.ReplicaURL == "" {
-		if err := node.SetURL(ctx, url); err != nil {
-			return fmt.Errorf("cluster: record this replica's URL: %w", err)
-		}
-	}
+	token, fresh := a.Token()
 	fmt.Fprintf(out, "Pixie %s is listening on %s (home %s)\n", version, url, cfg.Home)
 	if fresh {
 		fmt.Fprintf(out, "Admin token (shown once; it is also in %s):\n  %s\n", filepath.Join(cfg.Home, tokenFile), token)
@@ -299,10 +205,10 @@ func serve(ctx context.Context, cfg config.Config, out io.Writer) error {
 		fmt.Fprintf(out, "Admin token: in %s\n", filepath.Join(cfg.Home, tokenFile))
 	}
 	fmt.Fprintf(out, "Studio: %s/ (log in with the admin token)\n", url)
-	printModelStatus(ctx, out, a.settings)
+	printModelStatus(ctx, out, a.Settings())
 	fmt.Fprintf(out, "Try: curl -H \"Authorization: Bearer $(cat %s)\" %s/v1/info\n", filepath.Join(cfg.Home, tokenFile), url)
 	log.Info("serving", "addr", ln.Addr().String())
-	err = a.srv.Serve(ctx, ln, cfg.Server.ShutdownTimeout)
+	err = a.Server().Serve(ctx, ln, cfg.Server.ShutdownTimeout)
 	log.Info("stopped")
 	return err
 }
@@ -354,19 +260,4 @@ func (rt *runtimeSettings) runtime(key string) (string, bool) {
 	}
 	v, ok := rt.values[key]
 	return v, ok
-}
-
-// app holds the wired services of a running server.
-type app struct {
-	srv      *server.Server
-	helpers  *helper.Service
-	info     map[string]any // /v1/info's static part
-	closers  []func()
-	settings *settings.Service
-}
-
-func (a *app) close() {
-	for i := len(a.closers) - 1; i >= 0; i-- {
-		a.closers[i]()
-	}
 }

@@ -28,6 +28,7 @@ var (
 	gate    = mod + "/internal/gate"
 	pet     = mod + "/internal/pet"
 	store   = mod + "/internal/store"
+	app     = mod + "/internal/app" // the composition root: only cmd/pixie builds on it
 	rtime   = mod + "/runtime"
 	larkSDK = "github.com/larksuite/oapi-sdk-go"
 	stdOnly = "<std>"
@@ -45,14 +46,14 @@ type rule struct {
 }
 
 var rules = []rule{
-	{name: "server", pattern: "./server/...", deny: []string{badger, pgx, wazero, extism}},
+	{name: "server", pattern: "./server/...", deny: []string{badger, pgx, wazero, extism, app}},
 	{name: "runtime-root", pattern: "./runtime", deny: []string{echo, badger, pgx, wazero, extism, server}},
 	{name: "runtime-engines", pattern: "./runtime/...", deny: []string{echo, badger, pgx, server}},
 	{name: "hostfuncs", pattern: "./hostfuncs/...", deny: []string{echo, badger, pgx, server, rtime}},
 	{name: "store-portable", pattern: "./internal/store", deny: []string{echo, wazero, badger, pgx}},
 	{name: "store-drivers", pattern: "./internal/store/...", deny: []string{echo, wazero}},
 	{name: "domain", pattern: "./internal/gate/... ./internal/helper/... ./internal/hint/... ./internal/judge/... ./internal/model/... ./internal/pet/... ./internal/channel/... ./internal/proxy/...",
-		deny: []string{echo, badger, pgx, wazero, extism}},
+		deny: []string{echo, badger, pgx, wazero, extism, app}},
 	// The per-run helper serves gate rules and Pet's Skills as siblings: it knows neither, and
 	// Pet reaches it without going through the gate.
 	{name: "helper", pattern: "./internal/helper/...", deny: []string{gate, pet, server, store}},

@@ -1,14 +1,12 @@
-package main
+package app
 
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"maps"
 	"os"
 
 	"github.com/pixie-dev/pixie/internal/agentskill"
-	"github.com/pixie-dev/pixie/internal/cluster"
 	"github.com/pixie-dev/pixie/internal/config"
 	"github.com/pixie-dev/pixie/internal/credentials"
 	"github.com/pixie-dev/pixie/internal/gate"
@@ -19,17 +17,16 @@ import (
 	"github.com/pixie-dev/pixie/internal/model"
 	"github.com/pixie-dev/pixie/internal/proxy"
 	"github.com/pixie-dev/pixie/internal/settings"
-	"github.com/pixie-dev/pixie/internal/store"
 	"github.com/pixie-dev/pixie/runtime"
 	"github.com/pixie-dev/pixie/runtime/bash"
 	"github.com/pixie-dev/pixie/runtime/sandbox"
 	"github.com/pixie-dev/pixie/server"
 )
 
-// buildApp wires the domain services into the server. It is the one place that chooses
-// engines (Badger, wazero, bash) for the portable interfaces the domains use.
-func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *store.Store, node *cluster.Node, token string) (*app, error) {
-	a := &app{}
+// wire builds the domain services over the App's store and node, and the server that serves
+// them. Each component's release goes on a.closers as soon as it is made.
+func (a *App) wire(ctx context.Context, version string) error {
+	cfg, log, st, node, token := a.cfg, a.log, a.st, a.node, a.token
 	// The Pixie model every service holds (gates, the judge, Pet, Lark) is a Swappable: the
 	// settings service gives it its provider from pixie.yaml, the environment and the settings
 	// saved at run time, and swaps it when the Studio settings page changes them.
@@ -41,7 +38,7 @@ func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *stor
 	// the keys saved through any of them).
 	creds, err := credentials.For(ctx, st, cfg.Home)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	keys := judge.NewKeyStore(judge.KeyStoreOptions{DotenvDirs: []string{wd, cfg.Home}, Secrets: creds})
 	judgeSvc := judge.New(judge.Config{Engine: cfg.Judge.Engine, SystemPrompt: cfg.Judge.SystemPrompt,
@@ -51,9 +48,9 @@ func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *stor
 	settingsSvc, err := settings.New(ctx, settings.Options{Config: cfg, Store: st, Secrets: creds,
 		Model: pixieModel, Judge: judgeSvc, Logger: log})
 	if err != nil {
-		return nil, fmt.Errorf("model: %w", err)
+		return fmt.Errorf("model: %w", err)
 	}
-	a.closers = append(a.closers, settingsSvc.Close)
+	a.closers = append(a.closers, func(context.Context) error { settingsSvc.Close(); return nil })
 	info := map[string]any{
 		"home":     cfg.Home,
 		"addr":     cfg.Addr,
@@ -70,7 +67,7 @@ func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *stor
 		log.Warn("hook scripts are unavailable", "err", err)
 	} else {
 		rules[runtime.KindScript] = bx
-		a.closers = append(a.closers, func() { bx.Close() })
+		a.closers = append(a.closers, func(context.Context) error { return bx.Close() })
 	}
 	sandboxInfo := map[string]any{"landlockABI": sandbox.KernelABI()}
 	if err := sandbox.Probe(); err != nil {
@@ -88,9 +85,9 @@ func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *stor
 	// WASM modules: the registry (<home>/blobs) and their executor (compile cache <home>/cache/wasm).
 	mods, err := newModules(ctx, cfg, log, st, rules, info)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	a.closers = append(a.closers, mods.close)
+	a.closers = append(a.closers, mods.Close)
 
 	helperURL := cfg.PublicURL
 	if helperURL == "" {
@@ -104,7 +101,7 @@ func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *stor
 		Home: cfg.Home, ScriptDir: cfg.Gates.ScriptDir, DefaultTimeout: cfg.Gates.DefaultTimeout,
 		Logger: log, Modules: mods.checker(),
 	})
-	a.closers = append(a.closers, func() { _ = gates.Stop(context.Background()) }) // writes queued run records
+	a.closers = append(a.closers, gates.Stop) // writes queued run records
 	mods.warm(ctx, gates)
 
 	hints, err := hint.New(st, hint.Config{
@@ -113,16 +110,16 @@ func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *stor
 		HeartbeatInterval: cfg.Hints.Heartbeat, Lease: cfg.Hints.Lease, Locale: cfg.Hints.Locale, Logger: log,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("hints: %w", err)
+		return fmt.Errorf("hints: %w", err)
 	}
-	a.closers = append(a.closers, func() { hints.Close() })
+	a.closers = append(a.closers, func(context.Context) error { return hints.Close() })
 	// The model-API side channel (issue 19): hints injected into one model request, outside the
 	// chat history. hints.delivery decides who delivers: the proxy for the sessions it carries
 	// and hooks for the others (auto), the proxy only, or the hooks only.
 	px, err := proxy.New(st, hints, proxy.Config{AnthropicURL: cfg.Proxy.AnthropicURL, OpenAIURL: cfg.Proxy.OpenAIURL,
 		InjectLimit: cfg.Proxy.InjectLimit, NoInject: cfg.Hints.Delivery == "hooks", Lease: cfg.Hints.Lease, Logger: log})
 	if err != nil {
-		return nil, fmt.Errorf("proxy: %w", err)
+		return fmt.Errorf("proxy: %w", err)
 	}
 	var hintsElsewhere func(context.Context, string) bool
 	switch cfg.Hints.Delivery {
@@ -135,16 +132,16 @@ func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *stor
 		"hintsDelivery": cfg.Hints.Delivery}
 	petSvc, petClose, err := newPet(ctx, cfg, log, st, rules, pixieModel, helpers, node.Alive, mods.limits)
 	if err != nil {
-		return nil, fmt.Errorf("pet: %w", err)
+		return fmt.Errorf("pet: %w", err)
 	}
 	a.closers = append(a.closers, petClose)
 	larkCh, err := newLarkChannel(ctx, cfg, log, st, pixieModel, creds)
 	if err != nil {
-		return nil, fmt.Errorf("lark: %w", err)
+		return fmt.Errorf("lark: %w", err)
 	}
-	a.closers = append(a.closers, func() { _ = larkCh.Close() })
+	a.closers = append(a.closers, func(context.Context) error { return larkCh.Close() })
 	if err := petSvc.RegisterBuiltin(larkCh.QAAction()); err != nil {
-		return nil, fmt.Errorf("lark: %w", err)
+		return fmt.Errorf("lark: %w", err)
 	}
 	deps := server.Deps{
 		Store: st,
@@ -176,6 +173,7 @@ func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *stor
 		deps.Replicas = node
 	}
 	deps.Channel = larkCh
+	a.lark = larkCh
 	deps.Settings = settingsSvc
 	a.settings = settingsSvc
 	// Updating Pixie updates the agent skills `pixie init claude --write` installed (files the
@@ -204,7 +202,7 @@ func buildApp(ctx context.Context, cfg config.Config, log *slog.Logger, st *stor
 	if err := larkCh.RegisterMetrics(a.srv.Registry()); err != nil {
 		log.Warn("lark metrics are not exported", "err", err)
 	}
-	return a, nil
+	return nil
 }
 
 // modelConfig maps the file's model section to the provider configuration.
