@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -114,7 +113,7 @@ func larkRun(ctx context.Context, c *apiClient, cmd string, pos []string, f lark
 		if err := c.do(ctx, method, base+path, in, &out); err != nil {
 			return err
 		}
-		larkPrintJSON(stdout, out)
+		_ = writeJSON(stdout, out)
 		return nil
 	}
 	switch cmd {
@@ -124,7 +123,7 @@ func larkRun(ctx context.Context, c *apiClient, cmd string, pos []string, f lark
 			return err
 		}
 		if f.asJSON {
-			larkPrintJSON(stdout, st)
+			_ = writeJSON(stdout, st)
 			return nil
 		}
 		printLarkStatus(stdout, st)
@@ -168,7 +167,7 @@ func larkRun(ctx context.Context, c *apiClient, cmd string, pos []string, f lark
 			return err
 		}
 		if f.asJSON {
-			larkPrintJSON(stdout, al)
+			_ = writeJSON(stdout, al)
 			return nil
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
@@ -191,7 +190,7 @@ func larkRun(ctx context.Context, c *apiClient, cmd string, pos []string, f lark
 			return err
 		}
 		if f.asJSON {
-			larkPrintJSON(stdout, ls)
+			_ = writeJSON(stdout, ls)
 			return nil
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
@@ -222,7 +221,7 @@ func larkRun(ctx context.Context, c *apiClient, cmd string, pos []string, f lark
 			return err
 		}
 		if f.asJSON {
-			larkPrintJSON(stdout, ss)
+			_ = writeJSON(stdout, ss)
 			return nil
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
@@ -294,17 +293,4 @@ func printLarkStatus(w io.Writer, st lark.Status) {
 	for _, d := range st.Drops {
 		fmt.Fprintf(w, "  dropped %-15s %d\n", d.Reason, d.Count)
 	}
-}
-
-func larkPrintJSON(w io.Writer, v any) {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
-}
-
-func larkShort(id string) string {
-	if len(id) > 6 {
-		return id[:6]
-	}
-	return id
 }

@@ -156,3 +156,25 @@ func cutBefore(msg, first string) string {
 
 // failTo prints err once (printError) and returns the exit code 1.
 func failTo(w io.Writer, err error) int { return printError(w, err) }
+
+// larkShort is the short form of a Lark id in tables (its first six characters).
+func larkShort(id string) string {
+	if len(id) > 6 {
+		return id[:6]
+	}
+	return id
+}
+
+// petClip is the first line of s, cut to 100 bytes, for Pet's one-line listings.
+func petClip(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	return clip.BytesMark(s, 100, "…")
+}
+
+// petList lists names, or says "nothing".
+func petList(s []string) string {
+	if len(s) == 0 {
+		return "nothing"
+	}
+	return strings.Join(s, ", ")
+}

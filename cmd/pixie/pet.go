@@ -15,7 +15,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/pixie-dev/pixie/internal/clip"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/pet"
 )
@@ -430,11 +429,6 @@ func (p petCLI) printTask(tv pet.TaskView) {
 	}
 }
 
-func petClip(s string) string {
-	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
-	return clip.BytesMark(s, 100, "…")
-}
-
 func petAbs(p string) string {
 	if p == "" || filepath.IsAbs(p) {
 		return p
@@ -443,11 +437,4 @@ func petAbs(p string) string {
 		return a
 	}
 	return p
-}
-
-func petList(s []string) string {
-	if len(s) == 0 {
-		return "nothing"
-	}
-	return strings.Join(s, ", ")
 }
