@@ -2,8 +2,6 @@
 
 package wasm
 
-import "syscall"
-
 const mapNoReserve = 0
 
 // populate makes b's pages resident (see memory_linux.go).
@@ -13,15 +11,14 @@ func populate(b []byte) { touch(b) }
 func hugePages([]byte) {}
 
 // Writes are not tracked here: a reset copies the whole snapshot back.
-func track([]byte) bool                      { return false }
-func writeProtect([]byte)                    {}
+func track([]byte) bool                            { return false }
+func writeProtect([]byte)                          {}
 func restoreWritten([]byte, int, []byte, bool) int { panic("wasm: no write tracking") }
 
 func drop(b []byte, _ bool) {
 	for i := range b {
 		b[i] = 0
 	}
-	_ = syscall.Madvise
 }
 
 var trackingSupported = false
