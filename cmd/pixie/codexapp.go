@@ -295,23 +295,5 @@ func writeCodexMCP(path, table string) error {
 	if !strings.HasSuffix(text, "\n") {
 		text += "\n"
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".config.toml.tmp-*")
-	if err != nil {
-		return err
-	}
-	_, werr := tmp.WriteString(text)
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Rename(tmp.Name(), path)
-	}
-	if werr != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", path, werr)
-	}
-	return nil
+	return writeFileAtomic(path, []byte(text), 0o600)
 }

@@ -521,6 +521,13 @@ func mergeJSONFile(path string, change func(map[string]any) error) error {
 	if err != nil {
 		return err
 	}
+	return writeFileAtomic(path, out, 0o644)
+}
+
+// writeFileAtomic replaces path with data through a temporary file in the same folder, so a
+// reader sees the old file or the new one, never half of it. An existing file keeps its mode; a
+// new one gets mode.
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
@@ -528,11 +535,10 @@ func mergeJSONFile(path string, change func(map[string]any) error) error {
 	if err != nil {
 		return err
 	}
-	_, werr := tmp.Write(out)
+	_, werr := tmp.Write(data)
 	if cerr := tmp.Close(); werr == nil {
 		werr = cerr
 	}
-	mode := os.FileMode(0o644)
 	if st, err := os.Stat(path); err == nil {
 		mode = st.Mode().Perm()
 	}

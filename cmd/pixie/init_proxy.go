@@ -232,7 +232,7 @@ func writeProxy(stdout io.Writer, codex bool, o initOptions, claudeSettings stri
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	if err := writeFileAtomic(path, out); err != nil {
+	if err := writeFileAtomic(path, out, 0o600); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "wrote the model-API proxy into %s (model_provider = %q, base_url %s/v1)\n", path, codexProxyProvider, proxyURL(o, "openai"))
@@ -248,34 +248,4 @@ func printDeliveryNote(w io.Writer) {
 	fmt.Fprintln(w, "  hints now reach the model through the proxy, outside the chat history; with hints.delivery: auto (the default)")
 	fmt.Fprintln(w, "  the hooks still deliver a hint already pending at a new session's first prompt, before its first model request:")
 	fmt.Fprintln(w, "  set hints.delivery: proxy (PIXIE_HINTS_DELIVERY=proxy) when every agent goes through the proxy")
-}
-
-// writeFileAtomic replaces path with data (keeping its mode), through a temporary file.
-func writeFileAtomic(path string, data []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	_, werr := tmp.Write(data)
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	mode := os.FileMode(0o600)
-	if st, err := os.Stat(path); err == nil {
-		mode = st.Mode().Perm()
-	}
-	if werr == nil {
-		werr = os.Chmod(tmp.Name(), mode)
-	}
-	if werr == nil {
-		werr = os.Rename(tmp.Name(), path)
-	}
-	if werr != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("write %s: %w", path, werr)
-	}
-	return nil
 }
