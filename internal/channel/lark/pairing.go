@@ -141,22 +141,9 @@ func (c *Channel) redeemPairing(ctx context.Context, b *liveBinding, eventID str
 	}
 	already := false
 	reason, err := c.admit(ctx, eventID, msg.MessageID, func(tx *store.Tx) error {
-		_, err := colAllow.Get(tx, msg.SenderOpenID)
-		switch {
-		case err == nil:
-			already = true
-			return nil
-		case !errors.Is(err, store.ErrNotFound):
-			return err
-		}
-		n, owner, err := allowStats(tx)
-		if err != nil {
-			return err
-		}
-		if n >= c.cfg.MaxAllowlist {
-			return errDuplicate{reasonAllowFull}
-		}
-		return colAllow.Put(tx, msg.SenderOpenID, AllowEntry{OpenID: msg.SenderOpenID, Via: "pairing", AddedAt: now, Owner: !owner})
+		var err error
+		already, err = c.allowPaired(tx, msg.SenderOpenID, now)
+		return err
 	})
 	if err != nil {
 		c.log.Error("lark: pairing could not be recorded", "err", err.Error())
@@ -169,18 +156,7 @@ func (c *Channel) redeemPairing(ctx context.Context, b *liveBinding, eventID str
 	}
 	// Single use: consumed by the first sender, whether or not they were already allowed.
 	c.pair.code, c.pair.expires = "", time.Time{}
-	c.met.accepted.WithLabelValues("pairing").Inc()
-	c.log.Info("lark: a sender was paired", "already_allowed", already)
-	text := "Paired: you can now ask me here and in groups by mentioning me."
-	if already {
-		text = "You were already on the allowlist; the code is now used up."
-	}
-	c.goOutbound(func(ctx context.Context) {
-		if _, err := b.api.Reply(ctx, msg.MessageID, text, "pair-"+msg.MessageID); err != nil {
-			c.outboundFailed("reply", err)
-		}
-	})
-	return okResponse
+	return c.paired(b, msg, already)
 }
 
 // redeemPairingShared is redeemPairing over a shared store: the code's check, its consumption
@@ -196,22 +172,8 @@ func (c *Channel) redeemPairingShared(ctx context.Context, b *liveBinding, event
 			return err // not live: the ids are recorded all the same
 		}
 		live = true
-		_, err = colAllow.Get(tx, msg.SenderOpenID)
-		switch {
-		case err == nil:
-			already = true
-			return nil
-		case !errors.Is(err, store.ErrNotFound):
-			return err
-		}
-		n, owner, err := allowStats(tx)
-		if err != nil {
-			return err
-		}
-		if n >= c.cfg.MaxAllowlist {
-			return errDuplicate{reasonAllowFull}
-		}
-		return colAllow.Put(tx, msg.SenderOpenID, AllowEntry{OpenID: msg.SenderOpenID, Via: "pairing", AddedAt: now, Owner: !owner})
+		already, err = c.allowPaired(tx, msg.SenderOpenID, now)
+		return err
 	})
 	if err != nil {
 		c.log.Error("lark: pairing could not be recorded", "err", err.Error())
@@ -226,6 +188,31 @@ func (c *Channel) redeemPairingShared(ctx context.Context, b *liveBinding, event
 		c.met.drop(reasonPairCode)
 		return okResponse
 	}
+	return c.paired(b, msg, already)
+}
+
+// allowPaired puts the sender of a live pairing code on the allowlist in tx (the first entry is
+// the owner), unless they are on it already; a full allowlist refuses them.
+func (c *Channel) allowPaired(tx *store.Tx, openID string, now time.Time) (already bool, err error) {
+	_, err = colAllow.Get(tx, openID)
+	switch {
+	case err == nil:
+		return true, nil
+	case !errors.Is(err, store.ErrNotFound):
+		return false, err
+	}
+	n, owner, err := allowStats(tx)
+	if err != nil {
+		return false, err
+	}
+	if n >= c.cfg.MaxAllowlist {
+		return false, errDuplicate{reasonAllowFull}
+	}
+	return false, colAllow.Put(tx, openID, AllowEntry{OpenID: openID, Via: "pairing", AddedAt: now, Owner: !owner})
+}
+
+// paired counts a redeemed pairing code and replies to its sender.
+func (c *Channel) paired(b *liveBinding, msg larkapi.Message, already bool) EventResponse {
 	c.met.accepted.WithLabelValues("pairing").Inc()
 	c.log.Info("lark: a sender was paired", "already_allowed", already)
 	text := "Paired: you can now ask me here and in groups by mentioning me."
