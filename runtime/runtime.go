@@ -79,6 +79,26 @@ type Request struct {
 	HelperToken string
 	// Extra host data for Pet skills: the JSON returned by pet_context.
 	PetContext []byte
+	// After, when set, holds the work the run leaves behind (the WASM executor's reset of an
+	// instance and its return to the pool) until the caller's answer is sent; nil starts it at
+	// once. It changes nothing the run answers, only when that work starts.
+	After Later
+}
+
+// Later holds work until an answer is sent (internal/later's Queue is one).
+type Later interface {
+	// Do runs f once the answer is sent, or at once when nothing is held any more. f must not
+	// block for long.
+	Do(f func())
+}
+
+// Defer runs f through l (Request.After), or at once when l is nil.
+func Defer(l Later, f func()) {
+	if l == nil {
+		f()
+		return
+	}
+	l.Do(f)
 }
 
 // Result is a finished run.

@@ -258,12 +258,11 @@ func (s *Server) gateEvaluate(c echo.Context) error {
 		return err
 	}
 	// Work the evaluation sets off starts after the answer (sendJSON sends it): the record
-	// writer through the request, a WASM instance's return to its pool through the context
-	// (the runtime.Executor crossing; internal/later says why).
+	// writer, and a WASM instance's return to its pool (gate.EvalRequest.After).
 	after := &later.Queue{}
 	defer after.Release()
 	req.After = after
-	res, err := s.deps.Gates.Evaluate(later.With(c.Request().Context(), after), req)
+	res, err := s.deps.Gates.Evaluate(c.Request().Context(), req)
 	if err != nil {
 		return err
 	}

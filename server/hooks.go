@@ -74,12 +74,11 @@ func (s *Server) hookClaudeCode(c echo.Context) error {
 	// gateEvaluate.
 	after := &later.Queue{}
 	defer after.Release()
-	ctx := later.With(r.Context(), after)
 	call := hooks.Call{Preset: c.QueryParam("preset"), Host: c.QueryParam("host"), After: after}
 	if r.Header.Get(HintHoldHeader) == "1" {
 		call.HoldHints = func(id string) { c.Response().Header().Set(HintTakeHeader, id) }
 	}
-	return s.deps.Hooks.Handle(ctx, call, body, func(o hooks.Output) error {
+	return s.deps.Hooks.Handle(r.Context(), call, body, func(o hooks.Output) error {
 		return sendJSONBlob(c, http.StatusOK, o.Marshal())
 	})
 }

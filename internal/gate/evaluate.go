@@ -64,9 +64,10 @@ type EvalRequest struct {
 	Structured bool `json:"structured,omitempty"`
 	// Rejected is true when another hook already rejected the target (the gate does not run).
 	Rejected bool `json:"rejected,omitempty"`
-	// After, when set, holds the work the evaluation sets off (starting the run-record writer)
-	// until the caller's answer is sent (internal/later); nil starts it at once. It is not
-	// part of the wire request.
+	// After, when set, holds the work the evaluation sets off (starting the run-record writer;
+	// through runtime.Request.After, a WASM instance's return to its pool) until the caller's
+	// answer is sent (internal/later); nil starts it at once. It is not part of the wire
+	// request.
 	After *later.Queue `json:"-"`
 }
 
@@ -366,6 +367,11 @@ func (s *Service) runRule(ctx context.Context, st *runState) (runtime.Result, er
 		},
 		Cwd:    req.Session.Cwd,
 		Policy: req.Session.Policy,
+	}
+	if req.After != nil {
+		// The executor's own leftover work (a WASM instance's return to its pool) waits for
+		// the answer too.
+		rr.After = req.After
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		rr.Timeout = time.Until(dl)

@@ -9,6 +9,8 @@ import (
 
 	"github.com/pixie-dev/pixie/internal/later"
 	"github.com/pixie-dev/pixie/internal/store"
+	"github.com/pixie-dev/pixie/runtime"
+	"github.com/pixie-dev/pixie/runtime/bash"
 )
 
 // TestRecordsWrittenInTheBackground: evaluations answer before their records are committed,
@@ -142,5 +144,48 @@ func TestRecordsAfterTheAnswer(t *testing.T) {
 	}
 	if !running() && !inStore(res3.RunID) {
 		t.Fatal("an evaluation after the deferral ended did not start the writer")
+	}
+}
+
+// afterSeen runs rules on the real executor it wraps and keeps the After of each request.
+type afterSeen struct {
+	runtime.Executor
+	mu   sync.Mutex
+	seen []runtime.Later
+}
+
+func (a *afterSeen) Run(ctx context.Context, req runtime.Request) (runtime.Result, error) {
+	a.mu.Lock()
+	a.seen = append(a.seen, req.After)
+	a.mu.Unlock()
+	return a.Executor.Run(ctx, req)
+}
+
+// TestRuleRunAfterTheAnswer: the evaluation's After reaches the rule's executor as
+// runtime.Request.After (the WASM executor returns its instance to the pool through it:
+// runtime/wasm's TestRecycleAfterTheAnswer); without one the executor gets none.
+func TestRuleRunAfterTheAnswer(t *testing.T) {
+	x := &afterSeen{Executor: bashExecutor(t, bash.Config{})}
+	e := newEnv(t, envOptions{exec: x})
+	ctx := context.Background()
+	e.writeScript(t, "continue.sh", "#!/bin/bash\nexit 0\n")
+	e.saveGates(t, scriptGate("g", "tool-before", "Check the call.", "continue.sh"))
+	e.llm.setReply(answer(`{"note":"seen"}`))
+	cwd := t.TempDir()
+
+	q := &later.Queue{}
+	defer q.Release()
+	held := inSession(evalReq("tool-before", "held"), cwd)
+	held.After = q
+	if _, err := e.svc.Evaluate(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.Evaluate(ctx, inSession(evalReq("tool-before", "not held"), cwd)); err != nil {
+		t.Fatal(err)
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if len(x.seen) != 2 || x.seen[0] != runtime.Later(q) || x.seen[1] != nil {
+		t.Fatalf("the executor saw After %v, want [%p <nil>]", x.seen, q)
 	}
 }

@@ -8,10 +8,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/gate"
 	"github.com/pixie-dev/pixie/internal/hint"
+	"github.com/pixie-dev/pixie/internal/later"
+	"github.com/pixie-dev/pixie/internal/store"
 	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
@@ -527,5 +530,48 @@ func TestServiceHintsElsewhere(t *testing.T) {
 	}
 	if _, err := s.hints.TakeAndConfirm(ctx, "via-proxy"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestServiceAfterTheAnswer: a hook call's After holds the work its gate evaluation sets off
+// until the answer is sent: the run record is not in the store while After holds (the record
+// writer would have written it within milliseconds), and it is once After is released.
+func TestServiceAfterTheAnswer(t *testing.T) {
+	s := newStack(t)
+	ctx := context.Background()
+	// The run records of the tests before are written first.
+	if err := s.gates.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Run records are indexed under gate-run-id/<run id> (internal/gate's key layout).
+	records := func() int {
+		n := 0
+		err := s.st.View(ctx, func(tx *store.Tx) error {
+			return tx.ScanRaw("gate-run-id/", store.ScanOptions{}, func(string, []byte) error { n++; return nil })
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := records()
+	after := &later.Queue{}
+	defer after.Release()
+	answered := false
+	err := s.svc.Handle(ctx, Call{Preset: "p", After: after}, input(t, "user_prompt_submit", map[string]any{"session_id": "after-the-answer"}),
+		func(Output) error { answered = true; return nil })
+	if err != nil || !answered {
+		t.Fatalf("answered %v, err %v", answered, err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := records(); n != before {
+		t.Fatalf("%d run records written before the answer was sent", n-before)
+	}
+	after.Release()
+	if err := s.gates.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := records(); n != before+1 {
+		t.Fatalf("%d run records written after the answer, want 1", n-before)
 	}
 }

@@ -9,20 +9,17 @@
 // sends its answer, and then calls Release; code that sets work off calls the Queue's Do.
 //
 // The Queue is handed down explicitly, as a field of the request it belongs to
-// (gate.EvalRequest.After, hooks.Call.After). One crossing has no such field, and there the
-// Queue travels in the context (With, Do): runtime.Executor.Run, behind which the WASM
-// executor puts an instance's reset and its return to the pool after the answer
-// (runtime/wasm). runtime.Request is the engines' contract, shared by every executor, and the
-// Queue decides nothing a run answers, only when work it leaves behind starts; it stays in the
-// context until runtime.Request carries it (runtime/wasm is issue 15's room).
+// (gate.EvalRequest.After, hooks.Call.After, and across runtime.Executor.Run
+// runtime.Request.After, which takes any runtime.Later); it never travels in a context.
 package later
 
 import (
-	"context"
 	"sync"
+
+	"github.com/pixie-dev/pixie/runtime"
 )
 
-type key struct{}
+var _ runtime.Later = (*Queue)(nil)
 
 // Queue is the work held until an answer is sent. The zero value holds; a nil *Queue holds
 // nothing (Do runs at once). It is safe for concurrent use.
@@ -61,23 +58,4 @@ func (q *Queue) hold(f func()) bool {
 	}
 	q.work = append(q.work, f)
 	return true
-}
-
-// With returns ctx carrying q, for the crossing into runtime.Executor.Run (see the package
-// comment); everywhere else q is passed as a field.
-func With(ctx context.Context, q *Queue) context.Context {
-	return context.WithValue(ctx, key{}, q)
-}
-
-// Defer returns a new Queue's context (With) and its Release.
-func Defer(ctx context.Context) (context.Context, func()) {
-	q := &Queue{}
-	return With(ctx, q), q.Release
-}
-
-// Do runs f after the answer when ctx carries a Queue that holds (With, Defer), and at once
-// otherwise.
-func Do(ctx context.Context, f func()) {
-	q, _ := ctx.Value(key{}).(*Queue)
-	q.Do(f)
 }

@@ -15,7 +15,6 @@ import (
 
 	"github.com/pixie-dev/pixie/hostfuncs"
 	"github.com/pixie-dev/pixie/internal/errs"
-	"github.com/pixie-dev/pixie/internal/later"
 	"github.com/pixie-dev/pixie/runtime"
 	"github.com/pixie-dev/pixie/sdk/abi"
 )
@@ -184,7 +183,7 @@ func (x *Executor) Run(ctx context.Context, req runtime.Request) (runtime.Result
 	inst.ticket = t
 	t.health = &m.health
 	// After the run the slot is given back; then (after the answer when the caller defers
-	// work: internal/later) a healthy instance is reset and goes back to the pool, any other is
+	// work: req.After) a healthy instance is reset and goes back to the pool, any other is
 	// closed (pool.go). The module is held until then.
 	healthy := false
 	defer func() {
@@ -193,7 +192,7 @@ func (x *Executor) Run(ctx context.Context, req runtime.Request) (runtime.Result
 		if !healthy {
 			m.health.fault()
 		}
-		later.Do(ctx, func() {
+		runtime.Defer(req.After, func() {
 			m.recycle(inst, healthy)
 			m.release()
 		})

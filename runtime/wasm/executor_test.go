@@ -387,17 +387,63 @@ func TestPoolKeepsRunsInFlight(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			for range 50 {
-				c, answered := later.Defer(ctx)
-				if _, err := x.Run(c, req); err != nil {
+				r, answered := req, &later.Queue{}
+				r.After = answered
+				if _, err := x.Run(ctx, r); err != nil {
 					t.Error(err)
 				}
 				time.Sleep(300 * time.Microsecond) // the answer being written
-				answered()
+				answered.Release()
 			}
 		})
 	}
 	wg.Wait()
 	if n := m.made.Load() - made; n > int64(2*cap(m.idle)) {
 		t.Fatalf("%d instances made for 400 runs by 8 callers (the pool keeps %d)", n, cap(m.idle))
+	}
+}
+
+// TestRecycleAfterTheAnswer: with runtime.Request.After set, a run leaves its instance's reset
+// and return to the pool to it (the caller's answer goes out first); without it they happen
+// before Run returns.
+func TestRecycleAfterTheAnswer(t *testing.T) {
+	ctx := context.Background()
+	wasm := testutil.Guest(t, "block-risky-commands")
+	x, err := New(ctx, Config{CacheDir: testutil.WasmCacheDir(t), MaxConcurrent: 1}, memSource{wasm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close(ctx)
+	if err := x.Warm(ctx, "m"); err != nil {
+		t.Fatal(err)
+	}
+	m, err := x.module(ctx, "00000000000000000000000000000000000000000000000000000000000000aa")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.release()
+	req := runtime.Request{Kind: runtime.KindModule, Ref: "m", Target: riskyTarget,
+		Vars: map[string]string{abi.VarPoint: abi.PointToolBefore, abi.VarToolName: "Bash"}}
+
+	resets := m.resets.Load()
+	if _, err := x.Run(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.resets.Load(); got != resets+1 {
+		t.Fatalf("without After: resets %d → %d, want one before Run returns", resets, got)
+	}
+
+	held := &later.Queue{}
+	r := req
+	r.After = held
+	if _, err := x.Run(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.resets.Load(); got != resets+1 {
+		t.Fatalf("with After: the instance was reset (%d → %d) before the answer", resets+1, got)
+	}
+	held.Release()
+	if got := m.resets.Load(); got != resets+2 {
+		t.Fatalf("with After: resets %d → %d after the answer, want one more", resets+1, got)
 	}
 }
