@@ -31,6 +31,7 @@ var (
 	app     = mod + "/internal/app" // the composition root: only cmd/pixie builds on it
 	rtime   = mod + "/runtime"
 	larkSDK = "github.com/larksuite/oapi-sdk-go"
+	larkAPI = mod + "/internal/channel/lark/larkapi"
 	stdOnly = "<std>"
 )
 
@@ -57,6 +58,9 @@ var rules = []rule{
 	// The per-run helper serves gate rules and Pet's Skills as siblings: it knows neither, and
 	// Pet reaches it without going through the gate.
 	{name: "helper", pattern: "./internal/helper/...", deny: []string{gate, pet, server, store}},
+	// The Loci with their Delivery queue, and the image spool, know nothing of Lark's API: the
+	// channel (internal/channel/lark) drives them and does the Lark side.
+	{name: "lark-locus-spool", pattern: "./internal/channel/lark/locus/... ./internal/channel/lark/spool/...", deny: []string{larkSDK, larkAPI}},
 	{name: "pet-not-gate", pattern: "./internal/pet/...", deny: []string{gate}},
 	{name: "errs", pattern: "./internal/errs", deny: []string{stdOnly}},
 	{name: "abi", pattern: "./abi/...", dir: "sdk", deny: []string{stdOnly}},
@@ -142,7 +146,7 @@ func TestImportRules(t *testing.T) {
 // included): the package that wraps the module, so that none of its types reaches the rest of
 // Pixie (the Lark SDK stays behind larkapi's API).
 var soleImporters = []struct{ module, importer string }{
-	{larkSDK, mod + "/internal/channel/lark/larkapi"},
+	{larkSDK, larkAPI},
 }
 
 func TestSoleImporters(t *testing.T) {

@@ -33,7 +33,7 @@
 //	hint-running/<session>           on a shared store: sessions running a turn (TTL)
 //	hook-turn/<session>              a hook session's turn number and turn key, with TTL (internal/hooks)
 //	pet-*/…                          Pet skills, drift marks, tasks, scope index, invocations, snapshots, runs, env values (full layout in internal/pet's package comment)
-//	lark-*/…                         Lark channel (internal/channel/lark): binding/current, allow/<open_id>, session/<id>, session-chat/<chat>, child/<id>, locus/<id>, entry/<entry>, delivery/<locus>/<seq>, inbound/<time>, dedup/{e,m}/<id> (TTL); on a shared store also pair/current, meta/epoch, ready/<id>, settling/<id>, spool/<id>, spool-body/<id>/<n> (all TTL)
+//	lark-*/…                         Lark channel (internal/channel/lark, its Loci in …/lark/locus, images in …/lark/spool): binding/current, allow/<open_id>, session/<id>, session-chat/<chat>, child/<id>, locus/<id>, entry/<entry>, delivery/<locus>/<seq>, inbound/<time>, dedup/{e,m}/<id> (TTL); on a shared store also pair/current, meta/epoch, ready/<id>, settling/<id>, spool/<id>, spool-body/<id>/<n> (all TTL)
 //	cluster-replica/<instance>       on a shared store: each replica's URL and heartbeat (TTL) (internal/cluster)
 //	cluster-secret/admin-token       on a shared store: the admin token every replica accepts
 //	ui-session/<session id>          an open Studio login, with a TTL of its cookie's life; logout deletes it (server)

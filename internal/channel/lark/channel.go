@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -14,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pixie-dev/pixie/internal/channel/lark/larkapi"
+	"github.com/pixie-dev/pixie/internal/channel/lark/locus"
 	"github.com/pixie-dev/pixie/internal/channel/lark/spool"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/store"
@@ -46,8 +46,8 @@ type Channel struct {
 	wake   chan struct{}
 	inSeq  atomic.Uint64
 
-	// q is the Loci's Delivery queue with its locks and run state (queue.go).
-	q *queue
+	// q is the Loci with their Delivery queues, locks and run state (the locus sub-package).
+	q *locus.Queue
 
 	members larkapi.MemberCache
 
@@ -83,7 +83,12 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Channel, error) {
 		wake:    make(chan struct{}, 1),
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	c.q = newQueue(st, cfg, c.now, spool.New(cfg.SpoolDir, c.log, st, cfg.MaxDeadline+time.Hour))
+	c.q = locus.New(st, locus.Config{
+		MaxQueue: cfg.MaxQueue, InitialDeadline: cfg.InitialDeadline, MaxDeadline: cfg.MaxDeadline,
+		HistoryTurns: cfg.HistoryTurns, MaxReplyChars: cfg.MaxReplyChars, Executor: cfg.Executor,
+		DefaultWorkspace: cfg.DefaultWorkspace, SettleTTL: 10*cfg.HTTPTimeout + time.Minute,
+		Topic: larkTopic, Now: cfg.Now,
+	}, spool.New(cfg.SpoolDir, c.log, st, cfg.MaxDeadline+time.Hour))
 	if err := c.loadBinding(ctx); err != nil {
 		return nil, err
 	}
@@ -269,7 +274,7 @@ func (c *Channel) Status(ctx context.Context) Status {
 	} else {
 		s.Available = true
 	}
-	if p := c.workspaceProblem(); p != "" {
+	if p := c.q.WorkspaceProblem(); p != "" {
 		s.Warnings = append(s.Warnings, p)
 	} else {
 		s.WorkspaceOK = true
@@ -280,7 +285,7 @@ func (c *Channel) Status(ctx context.Context) Status {
 	if s.Executor == ExecutorBuiltin && !s.ModelConfigured {
 		s.Warnings = append(s.Warnings, "the built-in executor has no Pixie model configured: its Deliveries fail until one is")
 	}
-	if p := c.q.spool.Problem(); p != "" {
+	if p := c.q.Spool().Problem(); p != "" {
 		s.Warnings = append(s.Warnings, "images are unavailable: "+p)
 	} else {
 		s.ImagesOK = true
@@ -295,18 +300,6 @@ func (c *Channel) Status(ctx context.Context) Status {
 		})
 	})
 	return s
-}
-
-// workspaceProblem says why automatic main sessions cannot be created, or "".
-func (c *Channel) workspaceProblem() string {
-	if c.cfg.DefaultWorkspace == "" {
-		return "no default workspace is configured (lark.defaultWorkspace): new chats cannot get a main session automatically; bind them with /bind"
-	}
-	st, err := os.Stat(c.cfg.DefaultWorkspace)
-	if err != nil || !st.IsDir() {
-		return "the default workspace " + c.cfg.DefaultWorkspace + " is missing or not a directory: new chats cannot get a main session automatically"
-	}
-	return ""
 }
 
 // watermark is the oldest message creation time accepted: the process start minus StartSkew.

@@ -2,12 +2,12 @@ package lark
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/pixie-dev/pixie/internal/channel/lark/larkapi"
+	"github.com/pixie-dev/pixie/internal/channel/lark/locus"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/store"
 )
@@ -103,7 +103,7 @@ func (c *Channel) processCommand(ctx context.Context, b *liveBinding, in inbound
 
 // runCommand executes cmd for the entry msg came from and returns the reply text.
 func (c *Channel) runCommand(ctx context.Context, msg larkapi.Message, cmd command) (string, error) {
-	entry := msg.EntryKey()
+	key := msg.EntryKey()
 	switch cmd.name {
 	case cmdHelp:
 		return helpText, nil
@@ -113,7 +113,7 @@ func (c *Channel) runCommand(ctx context.Context, msg larkapi.Message, cmd comma
 		}
 		return c.bindEntry(ctx, msg, cmd.args[0])
 	case cmdUnbind:
-		l, ok, err := c.entryLocus(ctx, entry)
+		l, ok, err := c.q.EntryLocus(ctx, key)
 		if err != nil || !ok {
 			return "This chat is not bound.", err
 		}
@@ -122,12 +122,12 @@ func (c *Channel) runCommand(ctx context.Context, msg larkapi.Message, cmd comma
 		}
 		return "Unbound. Waiting questions were dropped; the next mention starts afresh.", nil
 	case cmdStatus:
-		return c.statusText(ctx, entry)
+		return c.statusText(ctx, key)
 	case cmdTier:
 		if len(cmd.args) != 1 || (cmd.args[0] != TierRead && cmd.args[0] != TierShell) {
 			return "Usage: /tier read|shell", nil
 		}
-		l, ok, err := c.entryLocus(ctx, entry)
+		l, ok, err := c.q.EntryLocus(ctx, key)
 		if err != nil || !ok {
 			return "This chat is not bound.", err
 		}
@@ -139,7 +139,7 @@ func (c *Channel) runCommand(ctx context.Context, msg larkapi.Message, cmd comma
 		}
 		return "Tool tier: read. Members of this chat can ask by mentioning me.", nil
 	case cmdCancel:
-		l, ok, err := c.entryLocus(ctx, entry)
+		l, ok, err := c.q.EntryLocus(ctx, key)
 		if err != nil || !ok {
 			return "This chat is not bound.", err
 		}
@@ -157,79 +157,39 @@ func (c *Channel) runCommand(ctx context.Context, msg larkapi.Message, cmd comma
 	return helpText, nil
 }
 
-func (c *Channel) entryLocus(ctx context.Context, entry string) (Locus, bool, error) {
-	var l Locus
-	var ok bool
-	err := c.st.View(ctx, func(tx *store.Tx) error {
-		var err error
-		l, ok, err = activeLocus(tx, entry)
-		return err
-	})
-	return l, ok, err
+// entryOf is the Lark entry msg came from.
+func entryOf(msg larkapi.Message) locus.Entry {
+	return locus.Entry{Key: msg.EntryKey(), ChatID: msg.ChatID, ThreadID: msg.ThreadID, ChatType: msg.ChatType}
 }
 
-// bindEntry attaches the entry to the main session named by prefix. An entry with no Locus yet
-// is bound directly, with a new child under that session. An entry already bound elsewhere is
-// moved only while nothing is queued or being answered: its child is retired and a new one is
-// created under the new session (a child never changes parent).
+// bindEntry attaches the entry to the main session named by prefix (locus.Queue.BindEntry) and
+// returns the reply.
 func (c *Channel) bindEntry(ctx context.Context, msg larkapi.Message, prefix string) (string, error) {
-	var reply string
-	err := c.st.Update(ctx, func(tx *store.Tx) error {
-		s, ok, err := resolvePrefix(tx, prefix)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			reply = noSessionMatch
-			return nil
-		}
-		l, active, err := activeLocus(tx, msg.EntryKey())
-		if err != nil {
-			return err
-		}
-		if active {
-			if l.MainSessionID == s.ID {
-				reply = "Already bound to session " + sessionLabel(s) + "."
-				return nil
-			}
-			if l.Current != "" || l.Queued > 0 {
-				reply = "Questions are being answered here; wait for them or /cancel, then /bind again."
-				return nil
-			}
-			now := c.now()
-			l.State, l.Archived = LocusArchived, ptime(now)
-			if err := colLocus.Put(tx, l.ID, l); err != nil {
-				return err
-			}
-			if ch, err := colChild.Get(tx, l.ChildID); err == nil {
-				ch.Archived = true
-				if err := colChild.Put(tx, ch.ID, ch); err != nil {
-					return err
-				}
-			} else if !errors.Is(err, store.ErrNotFound) {
-				return err
-			}
-		}
-		nl, err := c.q.createLocus(tx, msg.ChatID, msg.ThreadID, msg.ChatType, s, false)
-		if err != nil {
-			return err
-		}
-		reply = fmt.Sprintf("Bound to session %s. Child %s answers here.", sessionLabel(s), nl.ChildID)
-		return nil
-	})
-	return reply, err
+	r, err := c.q.BindEntry(ctx, entryOf(msg), prefix)
+	if err != nil {
+		return "", err
+	}
+	switch r.Bound {
+	case locus.BindAlready:
+		return "Already bound to session " + r.Session.Label() + ".", nil
+	case locus.BindBusy:
+		return "Questions are being answered here; wait for them or /cancel, then /bind again.", nil
+	case locus.BindDone:
+		return fmt.Sprintf("Bound to session %s. Child %s answers here.", r.Session.Label(), r.Locus.ChildID), nil
+	}
+	return noSessionMatch, nil
 }
 
 // statusText describes the entry's Locus for /status.
-func (c *Channel) statusText(ctx context.Context, entry string) (string, error) {
-	l, ok, err := c.entryLocus(ctx, entry)
+func (c *Channel) statusText(ctx context.Context, key string) (string, error) {
+	l, ok, err := c.q.EntryLocus(ctx, key)
 	if err != nil {
 		return "", err
 	}
 	if !ok {
 		return "This chat is not bound. An allowlisted sender's first mention binds it to a new main session; /bind attaches it to an existing one.", nil
 	}
-	v, err := c.q.locusView(ctx, l)
+	v, err := c.q.ViewLocus(ctx, l)
 	if err != nil {
 		return "", err
 	}
@@ -238,9 +198,9 @@ func (c *Channel) statusText(ctx context.Context, entry string) (string, error) 
 	if l.ThreadID != "" {
 		kind = "topic"
 	}
-	main := shortID(l.MainSessionID)
+	main := locus.ShortID(l.MainSessionID)
 	if v.MainSession != nil {
-		main = sessionLabel(*v.MainSession)
+		main = v.MainSession.Label()
 	}
 	fmt.Fprintf(&sb, "This %s is bound to session %s; child %s answers.\n", kind, main, l.ChildID)
 	fmt.Fprintf(&sb, "Executor: %s. Tool tier: %s.\n", l.Executor, l.ToolTier)

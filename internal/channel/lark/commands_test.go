@@ -84,7 +84,7 @@ func TestControlCommands(t *testing.T) {
 	if got := h.command(alice, "oc_cmd", "/bind abc12"); !strings.HasPrefix(got, "Usage") {
 		t.Fatalf("short prefix: %q", got)
 	}
-	if _, ok, _ := h.ch.entryLocus(ctx, "oc_cmd"); ok {
+	if _, ok, _ := h.ch.q.EntryLocus(ctx, "oc_cmd"); ok {
 		t.Fatal("a failed /bind created a Locus")
 	}
 
@@ -154,7 +154,7 @@ func TestControlCommands(t *testing.T) {
 	if len(h.fake.replyList()) != before {
 		t.Fatal("a refused command got a reply")
 	}
-	if _, ok, _ := h.ch.entryLocus(ctx, "oc_cmd"); ok {
+	if _, ok, _ := h.ch.q.EntryLocus(ctx, "oc_cmd"); ok {
 		t.Fatal("a refused command bound the chat")
 	}
 }
@@ -214,7 +214,7 @@ func TestBindRefusesAPrefixTwoSessionsShare(t *testing.T) {
 			if got := h.command(alice, chat, "/bind "+prefix); got != noSessionMatch {
 				t.Fatalf("/bind %s: %q, want the no-match reply", prefix, got)
 			}
-			if _, ok, _ := h.ch.entryLocus(ctx, chat); ok {
+			if _, ok, _ := h.ch.q.EntryLocus(ctx, chat); ok {
 				t.Fatal("an ambiguous /bind bound the chat")
 			}
 		})

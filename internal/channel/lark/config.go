@@ -34,14 +34,6 @@ const (
 	PairTTL = 5 * time.Minute
 )
 
-// Executor kinds.
-const (
-	// ExecutorBuiltin answers with the Pixie model as the child session.
-	ExecutorBuiltin = "builtin"
-	// ExecutorExternal leaves the Delivery to an agent that pulls it and calls finish or wait.
-	ExecutorExternal = "external"
-)
-
 // Config configures a Channel. The zero value works (the channel is then off).
 type Config struct {
 	// Enabled turns the channel on; it also needs a verified binding.

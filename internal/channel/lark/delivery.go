@@ -8,131 +8,44 @@ import (
 	"unicode/utf8"
 
 	"github.com/pixie-dev/pixie/internal/channel/lark/larkapi"
+	"github.com/pixie-dev/pixie/internal/channel/lark/locus"
 	"github.com/pixie-dev/pixie/internal/clip"
 	"github.com/pixie-dev/pixie/internal/errs"
-	"github.com/pixie-dev/pixie/internal/store"
 )
 
-// MaxReasonChars caps a no-reply or failure reason.
-const MaxReasonChars = 500
+// The channel's side of the Delivery lifecycle (doc.go): what talks to Lark (the reply, the
+// reactions, the images' download), the metrics, and the background work. The records and
+// their operations are the queue's (locus.Queue).
 
-// outcome is how a Delivery ends.
-type outcome struct {
-	state string // DeliveryDone, DeliveryFailed or DeliveryTimedOut
-	// reply is the body to send (DeliveryDone with a reply).
-	reply string
-	// noReply is the executor's reason for not replying (DeliveryDone without a reply).
-	noReply string
-	// fail says why it failed or timed out.
-	fail string
-}
-
-// settleCheck validates the settling caller against the current Delivery and its Locus.
-type settleCheck func(d Delivery, l Locus) error
-
-// settle ends the current Delivery id with o: the reply (if any) is sent to the triggering
-// message first (on failure the Delivery stays current and the error is returned), the
-// Delivery's images are deleted, and then one transaction marks it settled and makes the next
-// queued Delivery current. Reactions and the next Delivery's start follow asynchronously.
-func (c *Channel) settle(ctx context.Context, id string, check settleCheck, o outcome) (Delivery, error) {
-	if !c.q.beginSettle(id) {
-		return Delivery{}, errs.New(errs.Conflict, "the Delivery is being settled by another request")
-	}
-	defer c.q.endSettle(id)
-	if c.isShared() {
-		release, err := c.claimSettle(ctx, id)
-		if err != nil {
-			return Delivery{}, err
-		}
-		defer release()
-	}
-
-	d, l, err := c.q.loadCurrent(ctx, id)
-	if err != nil {
-		return Delivery{}, err
-	}
-	if check != nil {
-		if err := check(d, l); err != nil {
-			return Delivery{}, err
-		}
-	}
-	replyID := ""
-	if o.reply != "" {
+// settle ends the current Delivery id with o through the queue (locus.Queue.Settle): the reply
+// (if any) is sent to the triggering message first, with its mentions rendered against the
+// chat's members. Reactions and the next Delivery's start follow asynchronously.
+func (c *Channel) settle(ctx context.Context, id string, check locus.Check, o locus.Outcome) (Delivery, error) {
+	settled, next, err := c.q.Settle(ctx, id, check, o, func(ctx context.Context, d Delivery) (string, error) {
 		b := c.binding()
 		if b == nil {
-			return Delivery{}, errs.New(errs.Unavailable, "the Lark channel is unavailable: the reply cannot be sent")
+			return "", errs.New(errs.Unavailable, "the Lark channel is unavailable: the reply cannot be sent")
 		}
-		body := o.reply
+		body := o.Reply
 		if members, err := c.members.Members(ctx, b.api, d.ChatID, c.now()); err == nil {
 			body = larkapi.RenderMentions(body, members)
 		} else {
 			c.outboundFailed("members", err)
 			body = larkapi.RenderMentions(body, nil)
 		}
-		replyID, err = b.api.Reply(ctx, d.MessageID, body, "reply-"+d.ID)
+		replyID, err := b.api.Reply(ctx, d.MessageID, body, "reply-"+d.ID)
 		if err != nil {
 			c.outboundFailed("reply", err)
-			return Delivery{}, err
 		}
-	}
-	unlock, err := c.q.sideLock(ctx, l.ID)
-	if err != nil {
-		return Delivery{}, err
-	}
-	_ = c.q.spool.Remove(d.ID)
-	var settled Delivery
-	var next *Delivery
-	err = c.st.Update(ctx, func(tx *store.Tx) error {
-		d, l, err := currentIn(tx, id)
-		if err != nil {
-			return err
-		}
-		if check != nil {
-			// Again, inside the transaction: a wait may have moved the deadline meanwhile.
-			if err := check(d, l); err != nil {
-				return err
-			}
-		}
-		if c.isShared() {
-			if err := c.notifyTx(tx, noteSettled+id); err != nil {
-				return err
-			}
-			if err := colReady.Delete(tx, id); err != nil {
-				return err
-			}
-		}
-		now := c.now()
-		d.State, d.SettledAt = o.state, ptime(now)
-		d.Replied, d.ReplyMessageID = o.reply != "", replyID
-		d.NoReplyReason, d.FailReason = o.noReply, o.fail
-		if err := colDelivery.Put(tx, deliveryKey(l.ID, d.Seq), d); err != nil {
-			return err
-		}
-		if o.reply != "" {
-			if err := c.q.remember(tx, l.ChildID, d.Text, o.reply, now); err != nil {
-				return err
-			}
-		}
-		next, err = c.q.promoteNext(tx, &l, d.Seq)
-		if err != nil {
-			return err
-		}
-		if err := colLocus.Put(tx, l.ID, l); err != nil {
-			return err
-		}
-		settled = d
-		return pruneSettled(tx, l.ID)
+		return replyID, err
 	})
-	unlock()
 	if err != nil {
 		return Delivery{}, err
 	}
-	c.q.cancelRun(id)
-	c.q.forgetReady(id)
-	outcomeLabel := o.state
-	if o.state == DeliveryDone && o.reply == "" {
+	outcomeLabel := o.State
+	if o.State == DeliveryDone && o.Reply == "" {
 		outcomeLabel = "no_reply"
-	} else if o.state == DeliveryDone {
+	} else if o.State == DeliveryDone {
 		outcomeLabel = "reply"
 	}
 	c.met.settled.WithLabelValues(outcomeLabel).Inc()
@@ -140,34 +53,12 @@ func (c *Channel) settle(ctx context.Context, id string, check settleCheck, o ou
 	return settled, nil
 }
 
-// remember appends a question and answer to the child's own history (bounded).
-func (q *queue) remember(tx *store.Tx, childID, question, answer string, at time.Time) error {
-	ch, err := colChild.Get(tx, childID)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil
-	} else if err != nil {
-		return err
-	}
-	ch.History = append(ch.History, Turn{Question: clip.Runes(question, 4000), Answer: clip.Runes(answer, 4000), At: at})
-	if n := len(ch.History) - q.historyTurns; n > 0 {
-		ch.History = append([]Turn(nil), ch.History[n:]...)
-	}
-	return colChild.Put(tx, ch.ID, ch)
-}
-
 // afterSettle swaps the working reaction for done or failed, then starts the next Delivery.
 func (c *Channel) afterSettle(ctx context.Context, settled Delivery, next *Delivery) {
 	if b := c.binding(); b != nil {
-		if unlock, err := c.q.sideLock(ctx, settled.LocusID); err == nil {
+		if unlock, err := c.q.SideLock(ctx, settled.LocusID); err == nil {
 			// Re-read: the activation may have recorded the working reaction after we loaded it.
-			working := settled.WorkingReaction
-			_ = c.st.View(ctx, func(tx *store.Tx) error {
-				if d, err := colDelivery.Get(tx, deliveryKey(settled.LocusID, settled.Seq)); err == nil {
-					working = d.WorkingReaction
-				}
-				return nil
-			})
-			if working != "" {
+			if working := c.q.WorkingReaction(ctx, settled); working != "" {
 				if err := b.api.DeleteReaction(ctx, settled.MessageID, working); err != nil {
 					c.outboundFailed("reaction_delete", err)
 				}
@@ -187,42 +78,26 @@ func (c *Channel) afterSettle(ctx context.Context, settled Delivery, next *Deliv
 	}
 }
 
-// loadCurrent reads Delivery id and its Locus, requiring it to be the Locus's current one.
-func (q *queue) loadCurrent(ctx context.Context, id string) (d Delivery, l Locus, err error) {
-	err = q.st.View(ctx, func(tx *store.Tx) error {
-		d, l, err = currentIn(tx, id)
-		return err
-	})
-	return d, l, err
-}
-
-func stateWord(s string) string {
-	if s == deliveryStateNone {
-		return "unknown"
-	}
-	return strings.ReplaceAll(s, "_", " ")
-}
-
 // activate starts a Delivery that just became current: the working reaction, the images, and
 // the executor. It is idempotent per process (a second call while one runs is ignored).
 func (c *Channel) activate(ctx context.Context, d Delivery) {
 	if !c.leads() {
 		return
 	}
-	if !c.q.beginActivate(d.ID) {
+	if !c.q.BeginActivate(d.ID) {
 		return
 	}
-	defer c.q.endActivate(d.ID)
+	defer c.q.EndActivate(d.ID)
 	b := c.binding()
 	if b == nil {
 		return
 	}
-	unlock, err := c.q.sideLock(ctx, d.LocusID)
+	unlock, err := c.q.SideLock(ctx, d.LocusID)
 	if err != nil {
 		return
 	}
 	// Still current? (It may have been settled while waiting for the lock.)
-	cur, l, err := c.q.loadCurrent(ctx, d.ID)
+	cur, l, err := c.q.LoadCurrent(ctx, d.ID)
 	if err != nil {
 		unlock()
 		return
@@ -231,33 +106,22 @@ func (c *Channel) activate(ctx context.Context, d Delivery) {
 		rid, err := b.api.AddReaction(ctx, cur.MessageID, ReactionWorking)
 		if err != nil {
 			c.outboundFailed("reaction", err)
-		} else {
-			err := c.st.Update(ctx, func(tx *store.Tx) error {
-				x, _, err := currentIn(tx, d.ID)
-				if err != nil {
-					return err
-				}
-				x.WorkingReaction = rid
-				return colDelivery.Put(tx, deliveryKey(x.LocusID, x.Seq), x)
-			})
-			if err != nil {
-				// Settled meanwhile: take the reaction back.
-				if derr := b.api.DeleteReaction(ctx, cur.MessageID, rid); derr != nil {
-					c.outboundFailed("reaction_delete", derr)
-				}
+		} else if err := c.q.SetWorkingReaction(ctx, d.ID, rid); err != nil {
+			// Settled meanwhile: take the reaction back.
+			if derr := b.api.DeleteReaction(ctx, cur.MessageID, rid); derr != nil {
+				c.outboundFailed("reaction_delete", derr)
 			}
 		}
 	}
-	c.q.spool.Fetch(ctx, cur.ID, cur.Images, func(ctx context.Context, key string) ([]byte, error) {
+	c.q.Spool().Fetch(ctx, cur.ID, cur.Images, func(ctx context.Context, key string) ([]byte, error) {
 		data, err := b.api.Download(ctx, cur.MessageID, key, c.cfg.MaxImageBytes)
 		if err != nil {
 			return nil, errors.New(describeErr(err))
 		}
 		return data, nil
 	})
-	c.q.markReady(cur.ID)
-	if c.isShared() {
-		c.announceReady(ctx, cur.ID)
+	if err := c.q.Activated(ctx, cur.ID); err != nil {
+		c.log.Warn("lark: the activation could not be announced", "delivery", cur.ID, "err", err.Error())
 	}
 	unlock()
 	if l.Executor == ExecutorBuiltin {
@@ -265,158 +129,36 @@ func (c *Channel) activate(ctx context.Context, d Delivery) {
 	}
 }
 
-// FinishRequest ends the current Delivery: a reply body, or no reply with a reason.
-type FinishRequest struct {
-	DeliveryID string `json:"deliveryId"`
-	// Reply is the body sent to the triggering message; "@Name" becomes a mention when Name is
-	// exactly one chat member.
-	Reply string `json:"reply,omitempty"`
-	// NoReply ends the Delivery without a reply; Reason is then required.
-	NoReply bool   `json:"noReply,omitempty"`
-	Reason  string `json:"reason,omitempty"`
-}
-
-func (c *Channel) checkFinish(req FinishRequest) (outcome, error) {
-	reply := strings.TrimSpace(req.Reply)
-	reason := strings.TrimSpace(req.Reason)
-	switch {
-	case req.NoReply && reply != "":
-		return outcome{}, errs.New(errs.Invalid, "give either a reply or noReply with a reason, not both")
-	case req.NoReply && reason == "":
-		return outcome{}, errs.New(errs.Invalid, "noReply needs a reason")
-	case !req.NoReply && reply == "":
-		return outcome{}, errs.New(errs.Invalid, "reply is empty: send a body, or noReply with a reason")
-	case utf8.RuneCountInString(reply) > c.cfg.MaxReplyChars:
-		return outcome{}, errs.New(errs.TooLarge, "reply is over %d characters", c.cfg.MaxReplyChars)
-	case utf8.RuneCountInString(reason) > MaxReasonChars:
-		return outcome{}, errs.New(errs.TooLarge, "reason is over %d characters", MaxReasonChars)
-	}
-	if req.NoReply {
-		return outcome{state: DeliveryDone, noReply: reason}, nil
-	}
-	return outcome{state: DeliveryDone, reply: reply}, nil
-}
-
-// callerCheck binds a finish or wait to the child serving the Delivery and to an external
-// executor (the built-in executor settles on its own).
-func callerCheck(childID string) settleCheck {
-	return func(d Delivery, l Locus) error {
-		if l.ChildID != childID {
-			return errs.New(errs.Forbidden, "this delivery is not served by child %s", childID)
-		}
-		if l.Executor != ExecutorExternal {
-			return errs.New(errs.Conflict, "this Locus is served by the %s executor", l.Executor)
-		}
-		return nil
-	}
-}
-
 // Finish ends the current Delivery of childID's Locus (pet_locus_finish). The Delivery must be
 // the current one and the Locus's executor external.
 func (c *Channel) Finish(ctx context.Context, childID string, req FinishRequest) (DeliveryView, error) {
-	o, err := c.checkFinish(req)
+	o, err := c.q.FinishOutcome(req)
 	if err != nil {
 		return DeliveryView{}, err
 	}
-	d, err := c.settle(ctx, req.DeliveryID, callerCheck(childID), o)
+	d, err := c.settle(ctx, req.DeliveryID, locus.CallerCheck(childID), o)
 	if err != nil {
 		return DeliveryView{}, err
 	}
-	return c.q.viewOf(ctx, d)
-}
-
-// WaitRequest extends the current Delivery's deadline.
-type WaitRequest struct {
-	DeliveryID string `json:"deliveryId"`
-	// ExtendSeconds moves the deadline to now plus this many seconds (default 3600), capped at
-	// MaxDeadline (24h) after acceptance. A deadline is never shortened.
-	ExtendSeconds int64 `json:"extendSeconds,omitempty"`
-}
-
-// WaitResult is the new deadline.
-type WaitResult struct {
-	DeliveryID string    `json:"deliveryId"`
-	Deadline   time.Time `json:"deadline"`
-	// Capped is true when the deadline stopped at the 24-hour cap.
-	Capped bool `json:"capped"`
+	return c.q.View(ctx, d)
 }
 
 // Wait extends the current Delivery's deadline (pet_locus_wait). It fails with conflict once
 // the deadline is at the cap.
 func (c *Channel) Wait(ctx context.Context, childID string, req WaitRequest) (WaitResult, error) {
-	return c.q.extend(ctx, req, callerCheck(childID))
-}
-
-func (q *queue) extend(ctx context.Context, req WaitRequest, check settleCheck) (WaitResult, error) {
-	ext := time.Duration(req.ExtendSeconds) * time.Second
-	if req.ExtendSeconds == 0 {
-		ext = q.initialDeadline
-	}
-	if req.ExtendSeconds < 0 || ext > q.maxDeadline {
-		return WaitResult{}, errs.New(errs.Invalid, "extendSeconds must be between 1 and %d", int64(q.maxDeadline/time.Second))
-	}
-	var out WaitResult
-	err := q.st.Update(ctx, func(tx *store.Tx) error {
-		d, l, err := currentIn(tx, req.DeliveryID)
-		if err != nil {
-			return err
-		}
-		if check != nil {
-			if err := check(d, l); err != nil {
-				return err
-			}
-		}
-		now := q.now()
-		if d.Deadline != nil && !now.Before(*d.Deadline) {
-			return errs.New(errs.Conflict, "the deadline has passed; the delivery is timing out")
-		}
-		limit := d.AcceptedAt.Add(q.maxDeadline)
-		if d.Deadline != nil && !d.Deadline.Before(limit) {
-			return errs.New(errs.Conflict, "the deadline is already at the %s cap", q.maxDeadline)
-		}
-		nd := now.Add(ext)
-		capped := false
-		if nd.After(limit) {
-			nd, capped = limit, true
-		}
-		if d.Deadline != nil && nd.Before(*d.Deadline) {
-			nd = *d.Deadline
-		}
-		d.Deadline = ptime(nd)
-		out = WaitResult{DeliveryID: d.ID, Deadline: nd, Capped: capped}
-		return colDelivery.Put(tx, deliveryKey(l.ID, d.Seq), d)
-	})
-	return out, err
+	return c.q.Extend(ctx, req, locus.CallerCheck(childID))
 }
 
 // sweep times out every current Delivery whose deadline has passed; the next queued Delivery
 // starts on the same child.
 func (c *Channel) sweep(ctx context.Context) {
-	now := c.now()
-	var due []string
-	_ = c.st.View(ctx, func(tx *store.Tx) error {
-		return colLocus.Each(tx, "", store.ScanOptions{}, func(_ string, l Locus) error {
-			if l.Current == "" {
-				return nil
-			}
-			lid, seq, ok := parseDeliveryID(l.Current)
-			if !ok {
-				return nil
-			}
-			d, err := colDelivery.Get(tx, deliveryKey(lid, seq))
-			if err == nil && d.Deadline != nil && now.After(*d.Deadline) {
-				due = append(due, d.ID)
-			}
-			return nil
-		})
-	})
-	for _, id := range due {
+	for _, id := range c.q.Overdue(ctx, c.now()) {
 		_, err := c.settle(ctx, id, func(d Delivery, _ Locus) error {
 			if d.Deadline == nil || !c.now().After(*d.Deadline) {
 				return errs.New(errs.Conflict, "extended meanwhile")
 			}
 			return nil
-		}, outcome{state: DeliveryTimedOut, fail: "the deadline passed without a finish"})
+		}, locus.Outcome{State: DeliveryTimedOut, Fail: "the deadline passed without a finish"})
 		if err != nil && !errs.Is(err, errs.Conflict) && !errs.Is(err, errs.NotFound) {
 			c.log.Warn("lark: timing out a delivery failed", "delivery", id, "err", err.Error())
 		}
@@ -448,68 +190,92 @@ func (c *Channel) Cancel(ctx context.Context, locusID, reason string) (DeliveryV
 	if utf8.RuneCountInString(reason) > MaxReasonChars {
 		return DeliveryView{}, errs.New(errs.TooLarge, "reason is over %d characters", MaxReasonChars)
 	}
-	var cur string
-	err := c.st.View(ctx, func(tx *store.Tx) error {
-		l, err := colLocus.Get(tx, locusID)
-		if errors.Is(err, store.ErrNotFound) {
-			return errs.New(errs.NotFound, "no such locus")
-		}
-		cur = l.Current
-		return err
-	})
+	cur, err := c.q.CurrentID(ctx, locusID)
 	if err != nil {
 		return DeliveryView{}, err
 	}
 	if cur == "" {
 		return DeliveryView{}, errs.New(errs.Conflict, "the Locus has no current delivery")
 	}
-	d, err := c.settle(ctx, cur, nil, outcome{state: DeliveryFailed, fail: reason})
+	d, err := c.settle(ctx, cur, nil, locus.Outcome{State: DeliveryFailed, Fail: reason})
 	if err != nil {
 		return DeliveryView{}, err
 	}
-	return c.q.viewOf(ctx, d)
+	return c.q.View(ctx, d)
+}
+
+// ArchiveLocus ends a Locus (the /unbind of its entry): its current and queued Deliveries fail
+// with reason, its child is archived, and the entry is free for a new Locus.
+func (c *Channel) ArchiveLocus(ctx context.Context, id, reason string) (LocusView, error) {
+	if reason = strings.TrimSpace(reason); reason == "" {
+		reason = "unbound"
+	}
+	reason = clip.Runes(reason, MaxReasonChars)
+	// The current Delivery settles through the usual path (reply-free, failed reaction).
+	for attempt := 0; ; attempt++ {
+		if attempt == 50 {
+			return LocusView{}, errs.New(errs.Conflict, "the Locus keeps getting new work; try again")
+		}
+		cur, err := c.q.CurrentID(ctx, id)
+		if err != nil {
+			return LocusView{}, err
+		}
+		if cur == "" {
+			break
+		}
+		// Queued Deliveries are failed first so that settling the current one does not start
+		// the next.
+		if err := c.failQueued(ctx, id, reason); err != nil {
+			return LocusView{}, err
+		}
+		if _, err := c.settle(ctx, cur, nil, locus.Outcome{State: DeliveryFailed, Fail: reason}); err != nil {
+			if !errs.Is(err, errs.Conflict) {
+				return LocusView{}, err
+			}
+			// Settled by someone else meanwhile, or being settled right now: look again.
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if err := c.failQueued(ctx, id, reason); err != nil {
+		return LocusView{}, err
+	}
+	return c.q.ArchiveIdle(ctx, id)
+}
+
+// failQueued fails every queued Delivery of a Locus, in one transaction, and gives each
+// triggering message the failed reaction.
+func (c *Channel) failQueued(ctx context.Context, id, reason string) error {
+	failed, err := c.q.FailQueued(ctx, id, reason)
+	if err != nil {
+		return err
+	}
+	for _, d := range failed {
+		c.met.settled.WithLabelValues(DeliveryFailed).Inc()
+		c.goOutbound(func(ctx context.Context) { c.afterSettle(ctx, d, nil) })
+	}
+	return nil
+}
+
+// ArchiveSession archives a main session and every Locus attached to it (their current and
+// queued Deliveries fail with the reason "session archived").
+func (c *Channel) ArchiveSession(ctx context.Context, id string) (Session, error) {
+	out, loci, err := c.q.SessionLoci(ctx, id)
+	if err != nil {
+		return out, err
+	}
+	for _, lid := range loci {
+		if _, err := c.ArchiveLocus(ctx, lid, "session archived"); err != nil && !errs.Is(err, errs.NotFound) {
+			return out, err
+		}
+	}
+	return c.q.ArchiveSessionRecord(ctx, id)
 }
 
 // recover resumes after a start: every current Delivery is activated again (its reaction is
 // kept if it has one, its images are fetched again, the built-in executor runs it again), and a
 // Locus that is idle with Deliveries queued starts the first.
 func (c *Channel) recover(ctx context.Context) {
-	var resume []Delivery
-	err := c.st.Update(ctx, func(tx *store.Tx) error {
-		resume = resume[:0]
-		var loci []Locus
-		if err := colLocus.Each(tx, "", store.ScanOptions{}, func(_ string, l Locus) error {
-			if l.State == LocusActive {
-				loci = append(loci, l)
-			}
-			return nil
-		}); err != nil {
-			return err
-		}
-		for _, l := range loci {
-			if l.Current != "" {
-				d, _, err := currentIn(tx, l.Current)
-				if err == nil {
-					resume = append(resume, d)
-					continue
-				}
-				if !errs.Is(err, errs.Conflict) && !errs.Is(err, errs.NotFound) {
-					return err
-				}
-			}
-			next, err := c.q.promoteNext(tx, &l, 0)
-			if err != nil {
-				return err
-			}
-			if err := colLocus.Put(tx, l.ID, l); err != nil {
-				return err
-			}
-			if next != nil {
-				resume = append(resume, *next)
-			}
-		}
-		return nil
-	})
+	resume, err := c.q.Resume(ctx)
 	if err != nil {
 		c.log.Error("lark: could not resume deliveries", "err", err.Error())
 		return
@@ -518,6 +284,67 @@ func (c *Channel) recover(ctx context.Context) {
 		c.goOutbound(func(ctx context.Context) { c.activate(ctx, d) })
 	}
 }
+
+// Current returns the current Delivery of childID's Locus (what an external executor pulls).
+// While the channel is bound it waits for the Delivery's activation (working reaction, images)
+// to finish first (at most two minutes).
+func (c *Channel) Current(ctx context.Context, childID string) (DeliveryView, error) {
+	return c.q.Current(ctx, childID, c.binding() != nil)
+}
+
+// WaitCurrent is Current with a long poll: when the Locus is idle it waits up to max for a
+// Delivery to become current (max zero means no waiting).
+func (c *Channel) WaitCurrent(ctx context.Context, childID string, max time.Duration) (DeliveryView, error) {
+	deadline := time.Now().Add(max)
+	for {
+		v, err := c.Current(ctx, childID)
+		if err == nil || !errs.Is(err, errs.NotFound) || !time.Now().Before(deadline) {
+			return v, err
+		}
+		if v, _ := c.q.ChildExists(ctx, childID); !v {
+			return DeliveryView{}, err
+		}
+		select {
+		case <-ctx.Done():
+			return DeliveryView{}, errs.Wrap(errs.NotFound, ctx.Err(), "no current delivery")
+		case <-c.ctx.Done():
+			return DeliveryView{}, errs.New(errs.Unavailable, "the channel is shutting down")
+		case <-time.After(pollInterval):
+		}
+	}
+}
+
+// pollInterval is how often WaitCurrent looks for a new Delivery.
+const pollInterval = 200 * time.Millisecond
+
+// Image returns the bytes and media type of image index (1-based) of the current Delivery of
+// childID's Locus.
+func (c *Channel) Image(ctx context.Context, childID, deliveryID string, index int) ([]byte, string, error) {
+	return c.q.Image(ctx, childID, deliveryID, index)
+}
+
+// Loci lists every Locus (archived ones included, flagged), in id order.
+func (c *Channel) Loci(ctx context.Context) ([]LocusView, error) { return c.q.Loci(ctx) }
+
+// GetLocus returns one Locus with its Deliveries.
+func (c *Channel) GetLocus(ctx context.Context, id string) (LocusDetail, error) {
+	return c.q.Detail(ctx, id)
+}
+
+// UpdateLocus changes the tool tier or the executor of an active Locus. A change of executor
+// applies from the next Delivery on.
+func (c *Channel) UpdateLocus(ctx context.Context, id string, u LocusUpdate) (LocusView, error) {
+	return c.q.Update(ctx, id, u)
+}
+
+// RegisterSession records a host session (idempotent: a known, unarchived id is returned as is,
+// with its workspace filled in if it had none).
+func (c *Channel) RegisterSession(ctx context.Context, req SessionRequest) (Session, error) {
+	return c.q.RegisterSession(ctx, req)
+}
+
+// Sessions lists main sessions (archived ones too, flagged).
+func (c *Channel) Sessions(ctx context.Context) ([]Session, error) { return c.q.Sessions(ctx) }
 
 // goOutbound runs f in the background with the channel's lifetime, bounded by a few Lark calls'
 // worth of time.

@@ -100,7 +100,7 @@ func TestFinishAndReactionSequence(t *testing.T) {
 	// Events are processed by a worker after the webhook answers: wait until the second one is
 	// queued behind the first before using its id below.
 	waitFor(t, "second delivery queued", func() bool {
-		l, ok, err := h.ch.entryLocus(ctx, "oc_fin")
+		l, ok, err := h.ch.q.EntryLocus(ctx, "oc_fin")
 		return err == nil && ok && l.Queued == 1
 	})
 
@@ -334,7 +334,7 @@ func TestCancelAndArchive(t *testing.T) {
 			}
 		}
 	}
-	if _, ok, _ := h.ch.entryLocus(ctx, "oc_cx"); ok {
+	if _, ok, _ := h.ch.q.EntryLocus(ctx, "oc_cx"); ok {
 		t.Fatal("the entry still has an active Locus")
 	}
 	// The next mention starts afresh, in the chat's same main session.

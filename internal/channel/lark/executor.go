@@ -7,10 +7,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pixie-dev/pixie/internal/channel/lark/locus"
 	"github.com/pixie-dev/pixie/internal/clip"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/model"
-	"github.com/pixie-dev/pixie/internal/store"
 )
 
 // builtinMaxTokens caps the built-in executor's answer.
@@ -26,7 +26,7 @@ const builtinReplyAttempts = 3
 func (c *Channel) startBuiltin(d Delivery, l Locus) {
 	var ctx context.Context
 	var cancel context.CancelFunc
-	if !c.q.startRun(d.ID, func() context.CancelFunc {
+	if !c.q.StartRun(d.ID, func() context.CancelFunc {
 		deadline := time.Now().Add(c.cfg.InitialDeadline)
 		if d.Deadline != nil {
 			deadline = time.Now().Add(d.Deadline.Sub(c.now()))
@@ -40,7 +40,7 @@ func (c *Channel) startBuiltin(d Delivery, l Locus) {
 	go func() {
 		defer c.wg.Done()
 		defer func() {
-			c.q.endRun(d.ID)
+			c.q.EndRun(d.ID)
 			cancel()
 		}()
 		c.runBuiltin(ctx, d, l)
@@ -58,7 +58,7 @@ func (c *Channel) runBuiltin(ctx context.Context, d Delivery, l Locus) {
 		if ctx.Err() != nil && c.ctx.Err() != nil {
 			return // shutting down: the Delivery resumes on the next start
 		}
-		if _, err := c.settle(context.WithoutCancel(ctx), d.ID, self, outcome{state: DeliveryFailed, fail: why}); err != nil &&
+		if _, err := c.settle(context.WithoutCancel(ctx), d.ID, self, locus.Outcome{State: DeliveryFailed, Fail: why}); err != nil &&
 			!errs.Is(err, errs.Conflict) && !errs.Is(err, errs.NotFound) {
 			c.log.Warn("lark: could not fail a delivery", "delivery", d.ID, "err", describeErr(err))
 		}
@@ -67,12 +67,7 @@ func (c *Channel) runBuiltin(ctx context.Context, d Delivery, l Locus) {
 		fail("the built-in executor has no Pixie model configured")
 		return
 	}
-	var child Child
-	err := c.st.View(ctx, func(tx *store.Tx) error {
-		var err error
-		child, err = colChild.Get(tx, l.ChildID)
-		return err
-	})
+	child, err := c.q.Child(ctx, l.ChildID)
 	if err != nil {
 		fail("the child session could not be read")
 		return
@@ -92,9 +87,9 @@ func (c *Channel) runBuiltin(ctx context.Context, d Delivery, l Locus) {
 		return
 	}
 	text := strings.TrimSpace(resp.Text)
-	o := outcome{state: DeliveryDone, reply: clip.Runes(text, c.cfg.MaxReplyChars)}
+	o := locus.Outcome{State: DeliveryDone, Reply: clip.Runes(text, c.cfg.MaxReplyChars)}
 	if text == "" {
-		o = outcome{state: DeliveryDone, noReply: "the model gave an empty answer"}
+		o = locus.Outcome{State: DeliveryDone, NoReply: "the model gave an empty answer"}
 	}
 	for attempt := 1; ; attempt++ {
 		_, err = c.settle(context.WithoutCancel(ctx), d.ID, self, o)
@@ -118,7 +113,7 @@ func (c *Channel) runBuiltin(ctx context.Context, d Delivery, l Locus) {
 func (c *Channel) builtinRequest(ctx context.Context, d Delivery, l Locus, child Child) model.Request {
 	var sys strings.Builder
 	fmt.Fprintf(&sys, "You are Pixie's assistant in a Lark %s, serving it as child session %s of main session %s.\n",
-		map[bool]string{true: "topic", false: "chat"}[l.ThreadID != ""], child.ID, shortID(l.MainSessionID))
+		map[bool]string{true: "topic", false: "chat"}[l.ThreadID != ""], child.ID, locus.ShortID(l.MainSessionID))
 	sys.WriteString("You answer one message at a time, briefly and plainly, in the language of the question. ")
 	sys.WriteString("You cannot run tools or see the main session's history; say so when a question needs them. ")
 	sys.WriteString("To mention a chat member, write @ followed by their exact name.")
@@ -136,7 +131,7 @@ func (c *Channel) builtinRequest(ctx context.Context, d Delivery, l Locus, child
 		q.WriteString("\n[the message was longer and has been cut]")
 	}
 	if len(d.Images) > 0 {
-		files, note := c.q.spool.Get(d.ID)
+		files, note := c.q.Spool().Get(d.ID)
 		for _, f := range files {
 			fmt.Fprintf(&q, "\n[image %d attached: %s, %d bytes — this model cannot see images]", f.Index, f.MediaType, f.Size)
 		}

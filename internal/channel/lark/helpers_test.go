@@ -259,7 +259,7 @@ func (h *harness) allow(openID string) {
 // locusOf returns the active Locus of an entry (failing when there is none).
 func (h *harness) locusOf(entry string) Locus {
 	h.t.Helper()
-	l, ok, err := h.ch.entryLocus(context.Background(), entry)
+	l, ok, err := h.ch.q.EntryLocus(context.Background(), entry)
 	if err != nil || !ok {
 		h.t.Fatalf("no active locus for %s (err %v)", entry, err)
 	}
@@ -272,7 +272,7 @@ func (h *harness) waitCurrent(entry, messageID string) DeliveryView {
 	h.t.Helper()
 	var v DeliveryView
 	waitFor(h.t, "current delivery "+messageID+" "+fmt.Sprint(h.fake.calls()), func() bool {
-		l, ok, err := h.ch.entryLocus(context.Background(), entry)
+		l, ok, err := h.ch.q.EntryLocus(context.Background(), entry)
 		if err != nil || !ok {
 			return false
 		}
@@ -349,3 +349,10 @@ func (f *fakeOpenAI) requests() []chatRequest {
 	defer f.mu.Unlock()
 	return append([]chatRequest(nil), f.seen...)
 }
+
+// The Loci's collections as the store holds them (the key layout in locus's doc.go), for the
+// tests that look at the raw records.
+var (
+	colLocus   = store.NewCollection[Locus]("lark-locus")
+	colSession = store.NewCollection[Session]("lark-session")
+)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 
 	"github.com/pixie-dev/pixie/internal/channel/lark/larkapi"
+	"github.com/pixie-dev/pixie/internal/channel/lark/locus"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/store"
 )
@@ -58,7 +59,7 @@ func (c *Channel) OpenQAGroup(ctx context.Context, src QASource) (QAGroup, error
 	if b == nil {
 		return QAGroup{}, errs.New(errs.Unavailable, "the Lark channel is unavailable: %s", p)
 	}
-	if err := checkSessionRequest(SessionRequest{ID: src.SessionID, Workspace: src.Workspace}); err != nil {
+	if err := locus.CheckSessionRequest(SessionRequest{ID: src.SessionID, Workspace: src.Workspace}); err != nil {
 		return QAGroup{}, err
 	}
 	person := src.OpenID
@@ -73,7 +74,7 @@ func (c *Channel) OpenQAGroup(ctx context.Context, src QASource) (QAGroup, error
 	} else if !larkapi.ValidOpenID(person) {
 		return QAGroup{}, errs.New(errs.Invalid, "openId must be a Lark open_id (ou_…)")
 	}
-	unlock, err := c.q.lock(ctx, "qa:"+src.SessionID)
+	unlock, err := c.q.Lock(ctx, "qa:"+src.SessionID)
 	if err != nil {
 		return QAGroup{}, err
 	}
@@ -84,14 +85,14 @@ func (c *Channel) OpenQAGroup(ctx context.Context, src QASource) (QAGroup, error
 	err = c.st.Update(ctx, func(tx *store.Tx) error {
 		existing = nil
 		var err error
-		sess, err = c.q.ensureSession(tx, SessionRequest{ID: src.SessionID, Workspace: src.Workspace})
+		sess, err = c.q.EnsureSession(tx, SessionRequest{ID: src.SessionID, Workspace: src.Workspace})
 		if err != nil {
 			return err
 		}
 		if sess.QAChatID == "" {
 			return nil
 		}
-		l, active, err := activeLocus(tx, sess.QAChatID)
+		l, active, err := locus.ActiveLocus(tx, sess.QAChatID)
 		if err != nil {
 			return err
 		}
@@ -116,21 +117,18 @@ func (c *Channel) OpenQAGroup(ctx context.Context, src QASource) (QAGroup, error
 	}
 	var out QAGroup
 	err = c.st.Update(ctx, func(tx *store.Tx) error {
-		s, err := colSession.Get(tx, sess.ID)
-		if err != nil {
-			return err
-		}
-		l, active, err := activeLocus(tx, chatID)
+		l, active, err := locus.ActiveLocus(tx, chatID)
 		if err != nil {
 			return err
 		}
 		if !active {
-			if l, err = c.q.createLocus(tx, chatID, "", larkapi.ChatGroup, s, true); err != nil {
+			qa := locus.Entry{Key: chatID, ChatID: chatID, ChatType: larkapi.ChatGroup}
+			if l, err = c.q.CreateLocus(tx, qa, sess, true); err != nil {
 				return err
 			}
 		}
-		s.QAChatID = chatID
-		if err := colSession.Put(tx, s.ID, s); err != nil {
+		s, err := locus.SetQAChat(tx, sess.ID, chatID)
+		if err != nil {
 			return err
 		}
 		out = QAGroup{ChatID: chatID, LocusID: l.ID, SessionID: s.ID, ShortID: s.ShortID, Created: true}

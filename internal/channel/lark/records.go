@@ -1,37 +1,66 @@
 package lark
 
 import (
-	"crypto/rand"
-	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/pixie-dev/pixie/internal/channel/lark/larkapi"
+	"github.com/pixie-dev/pixie/internal/channel/lark/locus"
 	"github.com/pixie-dev/pixie/internal/store"
 )
 
-// Tool tiers of a Locus. The tier is what the executor of the entry may do; a shell-tier entry
-// accepts only allowlisted senders.
+// The Loci's records, views and requests are the locus sub-package's; the channel's API speaks
+// them under these names.
+type (
+	Locus          = locus.Locus
+	Delivery       = locus.Delivery
+	Session        = locus.Session
+	Child          = locus.Child
+	Turn           = locus.Turn
+	LocusView      = locus.LocusView
+	ChildView      = locus.ChildView
+	LocusDetail    = locus.LocusDetail
+	LocusUpdate    = locus.LocusUpdate
+	DeliveryView   = locus.DeliveryView
+	ImageView      = locus.ImageView
+	SessionRequest = locus.SessionRequest
+	FinishRequest  = locus.FinishRequest
+	WaitRequest    = locus.WaitRequest
+	WaitResult     = locus.WaitResult
+)
+
+// Tool tiers of a Locus (locus.TierRead, locus.TierShell).
 const (
-	TierRead  = "read"
-	TierShell = "shell"
+	TierRead  = locus.TierRead
+	TierShell = locus.TierShell
+)
+
+// Executor kinds (locus.ExecutorBuiltin, locus.ExecutorExternal).
+const (
+	ExecutorBuiltin  = locus.ExecutorBuiltin
+	ExecutorExternal = locus.ExecutorExternal
 )
 
 // Locus states.
 const (
-	LocusActive   = "active"
-	LocusArchived = "archived"
+	LocusActive   = locus.LocusActive
+	LocusArchived = locus.LocusArchived
 )
 
 // Delivery states. queued → current → one of the settled states.
 const (
-	DeliveryQueued    = "queued"
-	DeliveryCurrent   = "current"
-	DeliveryDone      = "done"      // finished with a reply or a no-reply reason
-	DeliveryFailed    = "failed"    // the executor failed, or it was cancelled
-	DeliveryTimedOut  = "timed_out" // the deadline passed
-	deliveryStateNone = ""
+	DeliveryQueued   = locus.DeliveryQueued
+	DeliveryCurrent  = locus.DeliveryCurrent
+	DeliveryDone     = locus.DeliveryDone
+	DeliveryFailed   = locus.DeliveryFailed
+	DeliveryTimedOut = locus.DeliveryTimedOut
+)
+
+// Limits of the Loci.
+const (
+	// MinPrefix is the shortest session prefix /bind accepts (the badge's short id).
+	MinPrefix = locus.MinPrefix
+	// MaxReasonChars caps a no-reply or failure reason.
+	MaxReasonChars = locus.MaxReasonChars
 )
 
 // bindingRecord is the non-secret half of the binding (the secrets are in Secrets).
@@ -54,98 +83,6 @@ type AllowEntry struct {
 	AddedAt time.Time `json:"addedAt"`
 }
 
-// Session is a main session: Pixie's record of a host session (registered by a host adapter or
-// the Q&A group action) or one created on demand for a chat in the default workspace.
-type Session struct {
-	ID string `json:"id"`
-	// ShortID is the first six characters of ID, shown on the session badge and typed in /bind.
-	ShortID   string `json:"shortId"`
-	Workspace string `json:"workspace,omitempty"`
-	// ChatID is the chat this session was created for automatically (empty for registered
-	// sessions).
-	ChatID string `json:"chatId,omitempty"`
-	// QAChatID is the Q&A group opened for this session, if any.
-	QAChatID   string     `json:"qaChatId,omitempty"`
-	Auto       bool       `json:"auto"`
-	Created    time.Time  `json:"created"`
-	Archived   bool       `json:"archived"`
-	ArchivedAt *time.Time `json:"archivedAt,omitempty"`
-}
-
-// Turn is one earlier question and answer of a child session.
-type Turn struct {
-	Question string    `json:"question"`
-	Answer   string    `json:"answer"`
-	At       time.Time `json:"at"`
-}
-
-// Child is the dedicated child session that serves one Locus. It has its own identity and its
-// own short history; it never copies the main session's history.
-type Child struct {
-	ID       string    `json:"id"`
-	ParentID string    `json:"parentId"`
-	LocusID  string    `json:"locusId"`
-	Entry    string    `json:"entry"`
-	Created  time.Time `json:"created"`
-	Archived bool      `json:"archived"`
-	History  []Turn    `json:"history,omitempty"`
-}
-
-// Locus is one durable association of a Lark entry, a main session and a child session.
-type Locus struct {
-	ID       string `json:"id"`
-	Entry    string `json:"entry"`
-	ChatID   string `json:"chatId"`
-	ThreadID string `json:"threadId,omitempty"`
-	ChatType string `json:"chatType"`
-	// MainSessionID is the main session; a topic keeps the one it was created with.
-	MainSessionID string `json:"mainSessionId"`
-	ChildID       string `json:"childId"`
-	ToolTier      string `json:"toolTier"`
-	Executor      string `json:"executor"`
-	State         string `json:"state"`
-	// QA marks a Locus created by the Q&A group action.
-	QA       bool       `json:"qa,omitempty"`
-	Created  time.Time  `json:"created"`
-	Archived *time.Time `json:"archived,omitempty"`
-	// Current is the id of the current Delivery, empty when idle.
-	Current string `json:"current,omitempty"`
-	// NextSeq is the sequence number the next Delivery gets.
-	NextSeq int64 `json:"nextSeq"`
-	// Queued counts Deliveries waiting behind the current one.
-	Queued int `json:"queued"`
-}
-
-// Delivery is one message handed to a Locus's child.
-type Delivery struct {
-	ID           string    `json:"id"`
-	LocusID      string    `json:"locusId"`
-	Seq          int64     `json:"seq"`
-	MessageID    string    `json:"messageId"`
-	ChatID       string    `json:"chatId"`
-	ThreadID     string    `json:"threadId,omitempty"`
-	SenderOpenID string    `json:"senderOpenId"`
-	Text         string    `json:"text"`
-	Images       []string  `json:"images,omitempty"`
-	Truncated    bool      `json:"truncated,omitempty"`
-	State        string    `json:"state"`
-	ReceivedAt   time.Time `json:"receivedAt"`
-	// AcceptedAt is when the Delivery became current (the child accepted it); deadlines count
-	// from here.
-	AcceptedAt *time.Time `json:"acceptedAt,omitempty"`
-	Deadline   *time.Time `json:"deadline,omitempty"`
-	SettledAt  *time.Time `json:"settledAt,omitempty"`
-	// Replied is true when a reply was sent; ReplyMessageID is Lark's id for it.
-	Replied        bool   `json:"replied,omitempty"`
-	ReplyMessageID string `json:"replyMessageId,omitempty"`
-	// NoReplyReason is the executor's reason for not replying.
-	NoReplyReason string `json:"noReplyReason,omitempty"`
-	// FailReason says why a Delivery failed or timed out.
-	FailReason string `json:"failReason,omitempty"`
-	// WorkingReaction is the id of the working reaction while the Delivery is current.
-	WorkingReaction string `json:"workingReaction,omitempty"`
-}
-
 // inbound is an accepted event waiting for the worker.
 type inbound struct {
 	ID         string          `json:"id"`
@@ -154,89 +91,14 @@ type inbound struct {
 	Msg        larkapi.Message `json:"msg"`
 }
 
-// Collections (documented in internal/store's key layout as lark-*).
+// Collections of the channel (the key layout is in doc.go; the Loci's are locus's).
 var (
-	colBinding     = store.NewCollection[bindingRecord]("lark-binding") // lark-binding/current
-	colAllow       = store.NewCollection[AllowEntry]("lark-allow")      // lark-allow/<open_id>
-	colSession     = store.NewCollection[Session]("lark-session")       // lark-session/<id>
-	colSessionChat = store.NewCollection[string]("lark-session-chat")   // lark-session-chat/<chat id> → session id
-	colChild       = store.NewCollection[Child]("lark-child")           // lark-child/<id>
-	colLocus       = store.NewCollection[Locus]("lark-locus")           // lark-locus/<id>
-	colEntry       = store.NewCollection[string]("lark-entry")          // lark-entry/<entry> → active locus id
-	colDelivery    = store.NewCollection[Delivery]("lark-delivery")     // lark-delivery/<locus>/<seq>
-	colInbound     = store.NewCollection[inbound]("lark-inbound")       // lark-inbound/<time>-<rand>
-	colDedup       = store.NewCollection[int64]("lark-dedup")           // lark-dedup/e/<event id>, m/<message id> (TTL)
+	colBinding = store.NewCollection[bindingRecord]("lark-binding") // lark-binding/current
+	colAllow   = store.NewCollection[AllowEntry]("lark-allow")      // lark-allow/<open_id>
+	colInbound = store.NewCollection[inbound]("lark-inbound")       // lark-inbound/<time>-<rand>
+	colDedup   = store.NewCollection[int64]("lark-dedup")           // lark-dedup/e/<event id>, m/<message id> (TTL)
 )
 
 const bindingKey = "current"
-
-// maxKeptSettled is how many settled Deliveries a Locus keeps for display; older ones are
-// pruned when a Delivery settles.
-const maxKeptSettled = 50
-
-func seqKey(seq int64) string { return fmt.Sprintf("%020d", seq) }
-
-func deliveryKey(locusID string, seq int64) string { return locusID + "/" + seqKey(seq) }
-
-// deliveryID is "<locus id>-<seq>"; locus ids hold no "-".
-func deliveryID(locusID string, seq int64) string { return locusID + "-" + strconv.FormatInt(seq, 10) }
-
-func parseDeliveryID(id string) (locusID string, seq int64, ok bool) {
-	l, s, found := strings.Cut(id, "-")
-	if !found || l == "" || !validID(l) {
-		return "", 0, false
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n <= 0 {
-		return "", 0, false
-	}
-	return l, n, true
-}
-
-// idAlphabet is lowercase base32 without look-alikes.
-const idAlphabet = "abcdefghijkmnpqrstuvwxyz23456789"
-
-// newID returns prefix followed by n random characters of idAlphabet.
-func newID(prefix string, n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	for i := range b {
-		b[i] = idAlphabet[int(b[i])%len(idAlphabet)]
-	}
-	return prefix + string(b)
-}
-
-// validID accepts the ids this package mints and host session ids: 1–128 of [A-Za-z0-9._:].
-func validID(s string) bool {
-	if s == "" || len(s) > 128 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == ':') {
-			return false
-		}
-	}
-	return true
-}
-
-// validSessionID accepts host session ids: 6–128 of [A-Za-z0-9._:-].
-func validSessionID(s string) bool {
-	if len(s) < 6 || len(s) > 128 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == ':' || r == '-') {
-			return false
-		}
-	}
-	return true
-}
-
-func shortID(id string) string {
-	if len(id) <= 6 {
-		return id
-	}
-	return id[:6]
-}
 
 func ptime(t time.Time) *time.Time { return &t }

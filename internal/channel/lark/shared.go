@@ -7,7 +7,6 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"errors"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -57,8 +56,6 @@ const (
 const (
 	noteInbound = "inbound"
 	noteBinding = "binding"
-	noteSettled = "settled "
-	noteReady   = "ready "
 )
 
 type pairRecord struct {
@@ -72,10 +69,8 @@ type epochRecord struct {
 }
 
 var (
-	colPair     = store.NewCollection[pairRecord]("lark-pair")  // lark-pair/current (TTL)
-	colMeta     = store.NewCollection[epochRecord]("lark-meta") // lark-meta/epoch (TTL)
-	colReady    = store.NewCollection[bool]("lark-ready")       // lark-ready/<delivery> (TTL)
-	colSettling = store.NewCollection[string]("lark-settling")  // lark-settling/<delivery> (TTL)
+	colPair = store.NewCollection[pairRecord]("lark-pair")  // lark-pair/current (TTL)
+	colMeta = store.NewCollection[epochRecord]("lark-meta") // lark-meta/epoch (TTL)
 )
 
 // sharedState is the channel's part for shared stores.
@@ -130,16 +125,11 @@ func (c *Channel) heard(n store.Note) {
 				c.kick()
 			}
 		})
-	case strings.HasPrefix(n.Payload, noteSettled):
-		id := strings.TrimPrefix(n.Payload, noteSettled)
-		c.q.cancelRun(id)
-		c.q.forgetReady(id)
-		c.q.spool.RemoveLocal(id)
-		if c.leads() {
+	default:
+		// A Delivery settled or activated on another replica (locus.Queue.Heard).
+		if id, ok := c.q.Heard(n.Payload); ok && id != "" && c.leads() {
 			c.goOutbound(func(ctx context.Context) { c.recover(ctx) })
 		}
-	case strings.HasPrefix(n.Payload, noteReady):
-		c.q.markReady(strings.TrimPrefix(n.Payload, noteReady))
 	}
 }
 
@@ -260,63 +250,4 @@ func (c *Channel) redeemShared(tx *store.Tx, code string) (bool, error) {
 		return false, nil
 	}
 	return true, colPair.Delete(tx, pairID)
-}
-
-// claimSettle marks Delivery id as being settled by this replica; the returned func clears
-// the mark.
-func (c *Channel) claimSettle(ctx context.Context, id string) (func(), error) {
-	mark := c.st.Instance() + "/" + hex.EncodeToString(randBytes(6))
-	errBusy := errs.New(errs.Conflict, "the Delivery is being settled by another request")
-	err := c.st.Update(ctx, func(tx *store.Tx) error {
-		ok, err := colSettling.Has(tx, id)
-		if err != nil {
-			return err
-		}
-		if ok {
-			return errBusy
-		}
-		return colSettling.PutTTL(tx, id, mark, 10*c.cfg.HTTPTimeout+time.Minute)
-	})
-	if err != nil {
-		return nil, err
-	}
-	return func() {
-		bg, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = c.st.Update(bg, func(tx *store.Tx) error {
-			if v, err := colSettling.Get(tx, id); err != nil || v != mark {
-				return nil
-			}
-			return colSettling.Delete(tx, id)
-		})
-	}, nil
-}
-
-// announceReady records that Delivery id's activation is done, for Current on every replica.
-func (c *Channel) announceReady(ctx context.Context, id string) {
-	err := c.st.Update(context.WithoutCancel(ctx), func(tx *store.Tx) error {
-		if err := colReady.PutTTL(tx, id, true, c.cfg.MaxDeadline+time.Hour); err != nil {
-			return err
-		}
-		return tx.Notify(larkTopic, noteReady+id)
-	})
-	if err != nil {
-		c.log.Warn("lark: the activation could not be announced", "delivery", id, "err", err.Error())
-	}
-}
-
-// readyInStore reports whether Delivery id's activation is recorded as done.
-func (c *Channel) readyInStore(ctx context.Context, id string) bool {
-	ok := false
-	_ = c.st.View(ctx, func(tx *store.Tx) (err error) {
-		ok, err = colReady.Has(tx, id)
-		return err
-	})
-	return ok
-}
-
-func randBytes(n int) []byte {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return b
 }

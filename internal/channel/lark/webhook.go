@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pixie-dev/pixie/internal/channel/lark/larkapi"
+	"github.com/pixie-dev/pixie/internal/channel/lark/locus"
 	"github.com/pixie-dev/pixie/internal/store"
 )
 
@@ -144,7 +145,7 @@ func (c *Channel) HandleEvent(ctx context.Context, header http.Header, body []by
 		c.met.drop(reasonStale)
 		return refused()
 	}
-	if !validID(strings.ReplaceAll(h.EventID, "-", "")) {
+	if !locus.ValidID(strings.ReplaceAll(h.EventID, "-", "")) {
 		c.met.drop(reasonBadRequest)
 		return refused()
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/pixie-dev/pixie/internal/channel/lark/larkapi"
+	"github.com/pixie-dev/pixie/internal/channel/lark/locus"
 	"github.com/pixie-dev/pixie/internal/store"
 )
 
@@ -90,7 +91,7 @@ func (c *Channel) process(ctx context.Context, in inbound) error {
 		if err != nil {
 			return err
 		}
-		l, active, err := activeLocus(tx, msg.EntryKey())
+		l, active, err := locus.ActiveLocus(tx, msg.EntryKey())
 		if err != nil {
 			return err
 		}
@@ -108,8 +109,8 @@ func (c *Channel) process(ctx context.Context, in inbound) error {
 			}
 		}
 		if !active {
-			l, err = c.bootstrap(tx, msg)
-			if errors.Is(err, errNoWorkspace) {
+			l, err = c.q.Bootstrap(tx, entryOf(msg))
+			if errors.Is(err, locus.ErrNoWorkspace) {
 				reason = reasonNoWorkspace
 				return nil
 			}
@@ -117,8 +118,10 @@ func (c *Channel) process(ctx context.Context, in inbound) error {
 				return err
 			}
 		}
-		d, err := c.q.enqueue(tx, &l, msg, in.ReceivedAt)
-		if errors.Is(err, errQueueFull) {
+		d, err := c.q.Enqueue(tx, &l, Delivery{MessageID: msg.MessageID, ChatID: msg.ChatID, ThreadID: msg.ThreadID,
+			SenderOpenID: msg.SenderOpenID, Text: msg.Text, Images: msg.Images, Truncated: msg.Truncated,
+			ReceivedAt: in.ReceivedAt})
+		if errors.Is(err, locus.ErrQueueFull) {
 			reason = reasonQueueFull
 			return nil
 		}
@@ -136,7 +139,7 @@ func (c *Channel) process(ctx context.Context, in inbound) error {
 	if reason != "" {
 		c.met.drop(reason)
 		if reason == reasonNoWorkspace {
-			c.log.Warn("lark: a new entry was not created", "why", c.workspaceProblem())
+			c.log.Warn("lark: a new entry was not created", "why", c.q.WorkspaceProblem())
 		}
 		return nil
 	}

@@ -1,8 +1,7 @@
-package lark
+package locus
 
 import (
 	"context"
-	"os"
 	"time"
 
 	"github.com/pixie-dev/pixie/internal/errs"
@@ -50,7 +49,7 @@ type ImageView struct {
 	Path      string `json:"path"`
 }
 
-func (q *queue) view(d Delivery, l Locus) DeliveryView {
+func (q *Queue) view(d Delivery, l Locus) DeliveryView {
 	v := DeliveryView{
 		ID: d.ID, LocusID: l.ID, ChildID: l.ChildID, MainSessionID: l.MainSessionID, Entry: l.Entry,
 		ChatID: d.ChatID, ThreadID: d.ThreadID, ChatType: l.ChatType, MessageID: d.MessageID,
@@ -69,7 +68,8 @@ func (q *queue) view(d Delivery, l Locus) DeliveryView {
 	return v
 }
 
-func (q *queue) viewOf(ctx context.Context, d Delivery) (DeliveryView, error) {
+// View is d as executors see it, with its Locus.
+func (q *Queue) View(ctx context.Context, d Delivery) (DeliveryView, error) {
 	var l Locus
 	err := q.st.View(ctx, func(tx *store.Tx) error {
 		var err error
@@ -83,11 +83,12 @@ func (q *queue) viewOf(ctx context.Context, d Delivery) (DeliveryView, error) {
 }
 
 // Current returns the current Delivery of childID's Locus (what an external executor pulls).
-// It waits for the Delivery's activation (working reaction, images) to finish first (at most
-// two minutes).
-func (c *Channel) Current(ctx context.Context, childID string) (DeliveryView, error) {
+// With await it waits for the Delivery's activation (working reaction, images) to finish first
+// (at most two minutes): by this process, or over a shared store by the leader (it announces
+// it, and records it for late askers).
+func (q *Queue) Current(ctx context.Context, childID string, await bool) (DeliveryView, error) {
 	var l Locus
-	err := c.st.View(ctx, func(tx *store.Tx) error {
+	err := q.st.View(ctx, func(tx *store.Tx) error {
 		var err error
 		l, err = childLocus(tx, childID)
 		return err
@@ -99,7 +100,7 @@ func (c *Channel) Current(ctx context.Context, childID string) (DeliveryView, er
 		return DeliveryView{}, errs.New(errs.NotFound, "no current delivery")
 	}
 	var d Delivery
-	err = c.st.View(ctx, func(tx *store.Tx) error {
+	err = q.st.View(ctx, func(tx *store.Tx) error {
 		var err error
 		d, l, err = currentIn(tx, l.Current)
 		return err
@@ -110,13 +111,12 @@ func (c *Channel) Current(ctx context.Context, childID string) (DeliveryView, er
 		}
 		return DeliveryView{}, err
 	}
-	// Hand it out once its activation (working reaction, images) is done: by this process, or
-	// over a shared store by the leader (it announces it, and records it for late askers).
-	if c.binding() != nil && !(c.isShared() && c.readyInStore(ctx, d.ID)) {
+	shared := q.st.Shared()
+	if await && !(shared && q.readyInStore(ctx, d.ID)) {
 		t := time.NewTimer(activationWait)
 		defer t.Stop()
 		var recheck <-chan time.Time
-		if c.isShared() {
+		if shared {
 			tk := time.NewTicker(500 * time.Millisecond)
 			defer tk.Stop()
 			recheck = tk.C
@@ -124,10 +124,10 @@ func (c *Channel) Current(ctx context.Context, childID string) (DeliveryView, er
 	wait:
 		for {
 			select {
-			case <-c.q.readyChan(d.ID):
+			case <-q.readyChan(d.ID):
 				break wait
 			case <-recheck:
-				if c.readyInStore(ctx, d.ID) {
+				if q.readyInStore(ctx, d.ID) {
 					break wait
 				}
 			case <-t.C:
@@ -137,38 +137,14 @@ func (c *Channel) Current(ctx context.Context, childID string) (DeliveryView, er
 			}
 		}
 	}
-	return c.q.view(d, l), nil
+	return q.view(d, l), nil
 }
 
 // activationWait bounds how long Current waits for a Delivery's activation.
 const activationWait = 2 * time.Minute
 
-// WaitCurrent is Current with a long poll: when the Locus is idle it waits up to max for a
-// Delivery to become current (max zero means no waiting).
-func (c *Channel) WaitCurrent(ctx context.Context, childID string, max time.Duration) (DeliveryView, error) {
-	deadline := time.Now().Add(max)
-	for {
-		v, err := c.Current(ctx, childID)
-		if err == nil || !errs.Is(err, errs.NotFound) || !time.Now().Before(deadline) {
-			return v, err
-		}
-		if v, _ := c.q.childExists(ctx, childID); !v {
-			return DeliveryView{}, err
-		}
-		select {
-		case <-ctx.Done():
-			return DeliveryView{}, errs.Wrap(errs.NotFound, ctx.Err(), "no current delivery")
-		case <-c.ctx.Done():
-			return DeliveryView{}, errs.New(errs.Unavailable, "the channel is shutting down")
-		case <-time.After(pollInterval):
-		}
-	}
-}
-
-// pollInterval is how often WaitCurrent looks for a new Delivery.
-const pollInterval = 200 * time.Millisecond
-
-func (q *queue) childExists(ctx context.Context, childID string) (bool, error) {
+// ChildExists reports whether childID serves an active Locus.
+func (q *Queue) ChildExists(ctx context.Context, childID string) (bool, error) {
 	var ok bool
 	err := q.st.View(ctx, func(tx *store.Tx) error {
 		_, err := childLocus(tx, childID)
@@ -176,43 +152,4 @@ func (q *queue) childExists(ctx context.Context, childID string) (bool, error) {
 		return nil
 	})
 	return ok, err
-}
-
-// Image returns the bytes and media type of image index (1-based) of the current Delivery of
-// childID's Locus.
-func (c *Channel) Image(ctx context.Context, childID, deliveryID string, index int) ([]byte, string, error) {
-	err := c.st.View(ctx, func(tx *store.Tx) error {
-		l, err := childLocus(tx, childID)
-		if err != nil {
-			return err
-		}
-		if l.Current != deliveryID {
-			return errs.New(errs.NotFound, "the delivery is not current")
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, "", err
-	}
-	files, note := c.q.spool.Get(deliveryID)
-	for _, f := range files {
-		if f.Index == index {
-			if c.q.spool.Shared() {
-				data, err := c.q.spool.Body(ctx, deliveryID, index)
-				if err != nil {
-					return nil, "", errs.Wrap(errs.NotFound, err, "the image is no longer in the spool")
-				}
-				return data, f.MediaType, nil
-			}
-			data, err := os.ReadFile(f.Path)
-			if err != nil {
-				return nil, "", errs.Wrap(errs.NotFound, err, "the image is no longer in the spool")
-			}
-			return data, f.MediaType, nil
-		}
-	}
-	if note != "" {
-		return nil, "", errs.New(errs.NotFound, "image %d is unavailable: %s", index, note)
-	}
-	return nil, "", errs.New(errs.NotFound, "no image %d", index)
 }

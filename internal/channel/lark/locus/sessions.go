@@ -1,8 +1,9 @@
-package lark
+package locus
 
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 
 	"github.com/pixie-dev/pixie/internal/errs"
@@ -21,20 +22,21 @@ type SessionRequest struct {
 
 // RegisterSession records a host session (idempotent: a known, unarchived id is returned as is,
 // with its workspace filled in if it had none).
-func (c *Channel) RegisterSession(ctx context.Context, req SessionRequest) (Session, error) {
-	if err := checkSessionRequest(req); err != nil {
+func (q *Queue) RegisterSession(ctx context.Context, req SessionRequest) (Session, error) {
+	if err := CheckSessionRequest(req); err != nil {
 		return Session{}, err
 	}
 	var out Session
-	err := c.st.Update(ctx, func(tx *store.Tx) error {
+	err := q.st.Update(ctx, func(tx *store.Tx) error {
 		var err error
-		out, err = c.q.ensureSession(tx, req)
+		out, err = q.EnsureSession(tx, req)
 		return err
 	})
 	return out, err
 }
 
-func checkSessionRequest(req SessionRequest) error {
+// CheckSessionRequest validates a session's id and workspace.
+func CheckSessionRequest(req SessionRequest) error {
 	if !validSessionID(req.ID) {
 		return errs.New(errs.Invalid, "session id must be 6–128 characters of letters, digits and . _ : -")
 	}
@@ -44,12 +46,14 @@ func checkSessionRequest(req SessionRequest) error {
 	return nil
 }
 
-func (q *queue) ensureSession(tx *store.Tx, req SessionRequest) (Session, error) {
+// EnsureSession returns the main session req names, in tx, recording it when it is new (a
+// checked request; see RegisterSession). A child session's id is refused.
+func (q *Queue) EnsureSession(tx *store.Tx, req SessionRequest) (Session, error) {
 	s, err := colSession.Get(tx, req.ID)
 	switch {
 	case err == nil:
 		if s.Archived {
-			return Session{}, errs.New(errs.Conflict, "session %s is archived", shortID(req.ID))
+			return Session{}, errs.New(errs.Conflict, "session %s is archived", ShortID(req.ID))
 		}
 		if s.Workspace == "" && req.Workspace != "" {
 			s.Workspace = req.Workspace
@@ -62,16 +66,26 @@ func (q *queue) ensureSession(tx *store.Tx, req SessionRequest) (Session, error)
 	if isChild, err := colChild.Has(tx, req.ID); err != nil {
 		return Session{}, err
 	} else if isChild {
-		return Session{}, errs.New(errs.Conflict, "%s is a child session and cannot be a main session", shortID(req.ID))
+		return Session{}, errs.New(errs.Conflict, "%s is a child session and cannot be a main session", ShortID(req.ID))
 	}
-	s = Session{ID: req.ID, ShortID: shortID(req.ID), Workspace: req.Workspace, Created: q.now()}
+	s = Session{ID: req.ID, ShortID: ShortID(req.ID), Workspace: req.Workspace, Created: q.now()}
+	return s, colSession.Put(tx, s.ID, s)
+}
+
+// SetQAChat records chatID as the Q&A group of session id, in tx, and returns the session.
+func SetQAChat(tx *store.Tx, id, chatID string) (Session, error) {
+	s, err := colSession.Get(tx, id)
+	if err != nil {
+		return Session{}, err
+	}
+	s.QAChatID = chatID
 	return s, colSession.Put(tx, s.ID, s)
 }
 
 // Sessions lists main sessions (archived ones too, flagged).
-func (c *Channel) Sessions(ctx context.Context) ([]Session, error) {
+func (q *Queue) Sessions(ctx context.Context) ([]Session, error) {
 	out := []Session{}
-	err := c.st.View(ctx, func(tx *store.Tx) error {
+	err := q.st.View(ctx, func(tx *store.Tx) error {
 		return colSession.Each(tx, "", store.ScanOptions{}, func(_ string, s Session) error {
 			out = append(out, s)
 			return nil
@@ -80,12 +94,11 @@ func (c *Channel) Sessions(ctx context.Context) ([]Session, error) {
 	return out, err
 }
 
-// ArchiveSession archives a main session and every Locus attached to it (their current and
-// queued Deliveries fail with the reason "session archived").
-func (c *Channel) ArchiveSession(ctx context.Context, id string) (Session, error) {
+// SessionLoci returns main session id and the ids of its active Loci.
+func (q *Queue) SessionLoci(ctx context.Context, id string) (Session, []string, error) {
 	var out Session
 	var loci []string
-	err := c.st.View(ctx, func(tx *store.Tx) error {
+	err := q.st.View(ctx, func(tx *store.Tx) error {
 		s, err := colSession.Get(tx, id)
 		if errors.Is(err, store.ErrNotFound) {
 			return errs.New(errs.NotFound, "no such session")
@@ -100,21 +113,20 @@ func (c *Channel) ArchiveSession(ctx context.Context, id string) (Session, error
 			return nil
 		})
 	})
-	if err != nil {
-		return out, err
-	}
-	for _, lid := range loci {
-		if _, err := c.ArchiveLocus(ctx, lid, "session archived"); err != nil && !errs.Is(err, errs.NotFound) {
-			return out, err
-		}
-	}
-	err = c.st.Update(ctx, func(tx *store.Tx) error {
+	return out, loci, err
+}
+
+// ArchiveSessionRecord marks main session id archived (its Loci are the caller's to archive
+// first).
+func (q *Queue) ArchiveSessionRecord(ctx context.Context, id string) (Session, error) {
+	var out Session
+	err := q.st.Update(ctx, func(tx *store.Tx) error {
 		s, err := colSession.Get(tx, id)
 		if err != nil {
 			return err
 		}
 		if !s.Archived {
-			s.Archived, s.ArchivedAt = true, ptime(c.now())
+			s.Archived, s.ArchivedAt = true, ptime(q.now())
 		}
 		out = s
 		return colSession.Put(tx, id, s)
@@ -156,7 +168,7 @@ func resolvePrefix(tx *store.Tx, prefix string) (Session, bool, error) {
 
 // chatSession returns the chat's automatic main session, creating it in the default workspace
 // when there is none. Different chats never share one.
-func (c *Channel) chatSession(tx *store.Tx, chatID string) (Session, error) {
+func (q *Queue) chatSession(tx *store.Tx, chatID string) (Session, error) {
 	id, err := colSessionChat.Get(tx, chatID)
 	if err == nil {
 		s, err := colSession.Get(tx, id)
@@ -169,29 +181,45 @@ func (c *Channel) chatSession(tx *store.Tx, chatID string) (Session, error) {
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return Session{}, err
 	}
-	if p := c.workspaceProblem(); p != "" {
-		return Session{}, errNoWorkspace
+	if p := q.WorkspaceProblem(); p != "" {
+		return Session{}, ErrNoWorkspace
 	}
-	s := Session{ID: newID("s", 20), Workspace: c.cfg.DefaultWorkspace, ChatID: chatID, Auto: true, Created: c.now()}
-	s.ShortID = shortID(s.ID)
+	s := Session{ID: newID("s", 20), Workspace: q.cfg.DefaultWorkspace, ChatID: chatID, Auto: true, Created: q.now()}
+	s.ShortID = ShortID(s.ID)
 	if err := colSession.Put(tx, s.ID, s); err != nil {
 		return Session{}, err
 	}
 	return s, colSessionChat.Put(tx, chatID, s.ID)
 }
 
-// errNoWorkspace stops a bootstrap that would need an automatic main session.
-var errNoWorkspace = errs.New(errs.Unavailable, "no usable default workspace")
+// ErrNoWorkspace stops a bootstrap that would need an automatic main session.
+var ErrNoWorkspace = errs.New(errs.Unavailable, "no usable default workspace")
+
+// WorkspaceProblem says why automatic main sessions cannot be created, or "".
+func (q *Queue) WorkspaceProblem() string {
+	if q.cfg.DefaultWorkspace == "" {
+		return "no default workspace is configured (lark.defaultWorkspace): new chats cannot get a main session automatically; bind them with /bind"
+	}
+	st, err := os.Stat(q.cfg.DefaultWorkspace)
+	if err != nil || !st.IsDir() {
+		return "the default workspace " + q.cfg.DefaultWorkspace + " is missing or not a directory: new chats cannot get a main session automatically"
+	}
+	return ""
+}
 
 // newChild creates the dedicated child of a Locus under parent.
-func (q *queue) newChild(tx *store.Tx, parent, locusID, entry string) (Child, error) {
+func (q *Queue) newChild(tx *store.Tx, parent, locusID, entry string) (Child, error) {
 	ch := Child{ID: newID("c", 12), ParentID: parent, LocusID: locusID, Entry: entry, Created: q.now()}
 	return ch, colChild.Put(tx, ch.ID, ch)
 }
 
-func sessionLabel(s Session) string {
-	if s.Workspace != "" {
-		return s.ShortID + " (" + filepath.Base(s.Workspace) + ")"
-	}
-	return s.ShortID
+// Child returns child session id.
+func (q *Queue) Child(ctx context.Context, id string) (Child, error) {
+	var ch Child
+	err := q.st.View(ctx, func(tx *store.Tx) error {
+		var err error
+		ch, err = colChild.Get(tx, id)
+		return err
+	})
+	return ch, err
 }
