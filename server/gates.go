@@ -41,6 +41,7 @@ func (s *Server) mountGates(g *echo.Group) {
 	g.POST("/gates/try", s.gateTry)
 	g.GET("/gates/records/:id", s.gateRecord)
 	g.GET("/gates/sessions", s.gateSessions)
+	g.GET("/gates/setup", s.gateSetup)
 	g.GET("/gates/sessions/:session/records", s.gateRecords)
 	g.GET("/gates/sessions/:session/notes", s.gateNotes)
 	g.GET("/gates/sessions/:session/switches", s.gateSwitches)
@@ -370,4 +371,47 @@ func (s *Server) gateSwitchPut(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, sg)
+}
+
+// SetupReport is GET /v1/gates/setup: what the agents' set-up lacks, as this server has seen
+// it. Studio's Gates page, `pixie gate list` and `pixie doctor` show it.
+type SetupReport struct {
+	// MissingPresets are the presets evaluations (hooks) asked for that do not exist, most
+	// recently asked for first (gate.MissingPresets: kept 7 days, at most 100).
+	MissingPresets []gate.MissingPreset `json:"missingPresets"`
+	// DefaultPreset is the preset of hook calls that name none, and whether it exists; absent
+	// without the hook adapter.
+	DefaultPreset *DefaultPreset `json:"defaultPreset,omitempty"`
+	// RefusedHookCalls counts the hook calls without a valid token since this process started;
+	// absent without the hook adapter.
+	RefusedHookCalls *HookRefusals `json:"refusedHookCalls,omitempty"`
+}
+
+// DefaultPreset is hooks.defaultPreset and whether a preset has that name.
+type DefaultPreset struct {
+	Name   string `json:"name"`
+	Exists bool   `json:"exists"`
+}
+
+func (s *Server) gateSetup(c echo.Context) error {
+	ctx := c.Request().Context()
+	missing, err := s.deps.Gates.MissingPresets(ctx)
+	if err != nil {
+		return err
+	}
+	out := SetupReport{MissingPresets: missing}
+	if s.deps.Hooks != nil {
+		set, err := s.deps.Gates.Definitions(ctx)
+		if err != nil {
+			return err
+		}
+		d := &DefaultPreset{Name: s.deps.Hooks.DefaultPreset()}
+		for _, p := range set.Presets {
+			d.Exists = d.Exists || p.Name == d.Name
+		}
+		r := s.hookRefused.get()
+		r.Since = s.started.UTC()
+		out.DefaultPreset, out.RefusedHookCalls = d, &r
+	}
+	return c.JSON(http.StatusOK, out)
 }

@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -50,11 +52,51 @@ func (s *Server) mountHooks(open *echo.Group) {
 	authed := s.requireAuth(s.hookClaudeCode)
 	open.POST("/hooks/claude-code", func(c echo.Context) error {
 		err := authed(c)
-		if errs.Is(err, errs.Unauthorized) && c.Request().Header.Get(AdapterHeader) == "" {
-			return sendJSONBlob(c, http.StatusOK, []byte(unauthenticatedHook))
+		if errs.Is(err, errs.Unauthorized) {
+			s.hookRefused.add(c.Request().Header.Get("Authorization") == "", time.Now())
+			if c.Request().Header.Get(AdapterHeader) == "" {
+				return sendJSONBlob(c, http.StatusOK, []byte(unauthenticatedHook))
+			}
 		}
 		return err
 	})
+}
+
+// HookRefusals counts the hook calls refused for want of a valid token since the server
+// started (GET /v1/gates/setup): such a step ran unchecked, and only the user who read its
+// systemMessage knows. The counts live in memory (per process): the calls are not
+// authenticated, so they never cause a store write.
+type HookRefusals struct {
+	// NoToken counts calls without an Authorization header, WrongToken those with a token
+	// that is not the admin token.
+	NoToken    int64     `json:"noToken"`
+	WrongToken int64     `json:"wrongToken"`
+	LastAt     time.Time `json:"lastAt,omitzero"`
+	// Since is when the counting started (the server's start).
+	Since time.Time `json:"since"`
+}
+
+// hookRefusals is the counter behind HookRefusals. The zero value is ready.
+type hookRefusals struct {
+	mu sync.Mutex
+	n  HookRefusals
+}
+
+func (h *hookRefusals) add(noToken bool, at time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if noToken {
+		h.n.NoToken++
+	} else {
+		h.n.WrongToken++
+	}
+	h.n.LastAt = at.UTC()
+}
+
+func (h *hookRefusals) get() HookRefusals {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.n
 }
 
 func (s *Server) hookClaudeCode(c echo.Context) error {

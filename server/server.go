@@ -117,6 +117,8 @@ type Server struct {
 	bigBodies map[string]bool
 	cookie    cookieSigner
 	ui        *uiSessions
+	// hookRefused counts hook calls without a valid token (hooks.go).
+	hookRefused hookRefusals
 
 	reqs    *prometheus.CounterVec
 	latency *prometheus.HistogramVec

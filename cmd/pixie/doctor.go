@@ -33,8 +33,10 @@ server and an existing preset with gates (Claude Code: .claude/settings.json, th
 ~/.claude/settings.json; Codex: .codex/hooks.json, then $CODEX_HOME/hooks.json), that the
 binary they run exists, that Codex has recorded its trust for the project and for each hook
 (through codex app-server; without it codex exec skips them silently), and that the MCP server
-of each host starts and answers with the environment the host gives it. Exit 1 when a problem was
-found.`
+of each host starts and answers with the environment the host gives it. Then it prints, as
+"warning" lines, the set-up problems the server has seen in hook calls from anywhere (GET
+/v1/gates/setup): presets hooks asked for that do not exist, no default preset, hook calls
+without a valid token. Exit 1 when a problem was found (warnings alone exit 0).`
 
 func doctorFlags(fs *flag.FlagSet) runFunc {
 	var cf clientFlags
@@ -58,6 +60,10 @@ func doctorFlags(fs *flag.FlagSet) runFunc {
 			fmt.Fprintf(io.stdout, "%d problem(s) found\n", r.problems)
 			return exitCode(1)
 		}
+		if r.warnings > 0 {
+			fmt.Fprintf(io.stdout, "no problem found (%d warning(s) above)\n", r.warnings)
+			return nil
+		}
 		fmt.Fprintln(io.stdout, "no problem found")
 		return nil
 	}
@@ -67,10 +73,18 @@ func doctorFlags(fs *flag.FlagSet) runFunc {
 type doctorReport struct {
 	w        io.Writer
 	problems int
+	warnings int
 }
 
 func (r *doctorReport) ok(format string, a ...any) {
 	fmt.Fprintf(r.w, "ok       %s\n", fmt.Sprintf(format, a...))
+}
+
+// warn prints a line that is not this project's problem (the server's report of other hook
+// calls); it does not make doctor fail.
+func (r *doctorReport) warn(line string) {
+	r.warnings++
+	fmt.Fprintf(r.w, "warning  %s\n", line)
 }
 
 func (r *doctorReport) problem(what, fix string) {
@@ -181,6 +195,15 @@ func runDoctor(ctx context.Context, r *doctorReport, cf clientFlags, dir string)
 				r.problem(msg, fix)
 			default:
 				r.ok("the preset %q exists and has an enabled gate", p)
+			}
+		}
+		// What the server saw in hook calls from anywhere; this project's presets were checked
+		// above.
+		if c, err := newClient(cf); err == nil {
+			if rep, ok, err := getSetup(ctx, c); err == nil && ok {
+				for _, l := range setupWarnings(rep, presets) {
+					r.warn(l)
+				}
 			}
 		}
 	}

@@ -43,6 +43,17 @@ func TestDoctor(t *testing.T) {
 	if code != 0 || strings.Contains(out, "problem  ") || !strings.Contains(out, "no problem found") || !strings.Contains(out, `ok       the preset "default" exists and has an enabled gate`) {
 		t.Fatalf("healthy: %d\n%s", code, out)
 	}
+	// Hook calls from elsewhere (another project's hooks with a misspelt preset, an agent
+	// without the token): warnings with the fix, and doctor still passes this project.
+	postHook(t, p.URL, "?preset=reveiw", "Bearer "+p.Token(t))
+	postHook(t, p.URL, "?preset=default", "")
+	out, code = doctor()
+	if code != 0 || strings.Contains(out, "problem  ") || !strings.Contains(out, "no problem found (2 warning(s) above)") ||
+		!strings.Contains(out, `warning  hooks asked for the preset "reveiw" 1 time (the last at `) ||
+		!strings.Contains(out, "fix: create it (a preset named reveiw in your gates file") ||
+		!strings.Contains(out, "warning  1 hook call carried no valid token since the server started (1 without a token, 0 with a wrong one") {
+		t.Fatalf("warnings: %d\n%s", code, out)
+	}
 
 	// A wrong token, a hook pointing elsewhere, a missing binary: one line each, with the fix.
 	out, code = doctor("--token", "nope")

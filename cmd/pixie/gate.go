@@ -27,7 +27,7 @@ import (
 
 func init() {
 	register(&command{name: "gate", summary: "Pixie gates: list, show, apply, try, templates, sessions, records", subs: []*command{
-		{name: "list", summary: "gates, their points, rules and presets", flags: func(fs *flag.FlagSet) runFunc {
+		{name: "list", summary: "gates, their points, rules and presets, then the set-up problems hooks ran into (missing presets)", flags: func(fs *flag.FlagSet) runFunc {
 			asJSON := fs.Bool("json", false, "print JSON")
 			return withClient(fs, func(ctx context.Context, io cmdIO, c *apiClient, _ []string) error {
 				return gateList(ctx, c, io.stdout, *asJSON)
@@ -204,7 +204,14 @@ func gateList(ctx context.Context, c *apiClient, w io.Writer, asJSON bool) error
 		return err
 	}
 	fmt.Fprintf(w, "revision %d\n", set.Revision)
-	warnDefaultPreset(ctx, c, w, set)
+	switch r, ok, err := getSetup(ctx, c); {
+	case err != nil:
+		fmt.Fprintf(w, "warning: the set-up problems the server has seen could not be read: %v\n", err)
+	case ok:
+		printSetupWarnings(w, r)
+	default: // a server without GET /v1/gates/setup
+		warnDefaultPreset(ctx, c, w, set)
+	}
 	return nil
 }
 

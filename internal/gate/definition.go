@@ -574,6 +574,9 @@ func (s *Service) mutate(ctx context.Context, wantRev int64, f func(*Set) error)
 				return err
 			}
 		}
+		if err := forgetMissing(tx, next.Presets); err != nil {
+			return err
+		}
 		next.Revision = cur.Revision + 1
 		if err := revCol.Put(tx, cfgRevision, next.Revision); err != nil {
 			return err

@@ -64,6 +64,9 @@ type EvalRequest struct {
 	Structured bool `json:"structured,omitempty"`
 	// Rejected is true when another hook already rejected the target (the gate does not run).
 	Rejected bool `json:"rejected,omitempty"`
+	// Host is the agent host the point was reached in (claude-code, codex), when known: at most
+	// 32 letters, digits or '-'. It is kept only in the list of missing presets.
+	Host string `json:"host,omitempty"`
 	// After, when set, holds the work the evaluation sets off (starting the run-record writer;
 	// through runtime.Request.After, a WASM instance's return to its pool) until the caller's
 	// answer is sent (internal/later); nil starts it at once. It is not part of the wire
@@ -101,7 +104,7 @@ type Result struct {
 	RunID string `json:"runId,omitempty"`
 	// Gate is the gate that ran (or was skipped).
 	Gate string `json:"gate,omitempty"`
-	// Skipped says why no gate ran: rejected, no-gate, agent or switched-off.
+	// Skipped says why no gate ran: rejected, no-preset, no-gate, agent or switched-off.
 	Skipped string `json:"skipped,omitempty"`
 	// Error is the failure the error policy was applied to.
 	Error string `json:"error,omitempty"`
@@ -153,6 +156,9 @@ func (r *EvalRequest) validate() error {
 	if len(r.MessageID) > 256 || strings.Contains(r.MessageID, "/") {
 		add("messageId", "a message id has at most 256 bytes and no '/'")
 	}
+	if !validHost(r.Host) {
+		add("host", "the host has at most 32 letters, digits or '-'")
+	}
 	if !utf8.ValidString(r.Target) {
 		add("target", "the target must be UTF-8 text")
 	}
@@ -163,6 +169,20 @@ func (r *EvalRequest) validate() error {
 		return errs.New(errs.TooLarge, "the target is %d bytes; at most %d are evaluated", len(r.Target), MaxTargetSize)
 	}
 	return nil
+}
+
+// validHost reports whether h is empty or at most 32 letters, digits or '-' (EvalRequest.Host).
+func validHost(h string) bool {
+	if len(h) > 32 {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		if !(c == '-' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			return false
+		}
+	}
+	return true
 }
 
 // checkSessionID checks a session id.
@@ -201,6 +221,7 @@ func (s *Service) Evaluate(ctx context.Context, req EvalRequest) (Result, error)
 	active, known := sn.active[req.Session.Preset]
 	if !known {
 		res.Skipped = SkipNoPreset
+		s.missing.note(req.After, &req) // listed by MissingPresets, written after the answer
 		return res, nil
 	}
 	name, ok := active[req.Point]

@@ -75,6 +75,7 @@ type Service struct {
 
 	helpers  *helper.Service // each rule run's helper (PIXIE_TOKEN): internal/helper
 	rec      *recorder       // writes run records in the background (recorder.go)
+	missing  *missingTracker // counts the presets asked for that do not exist (missing.go)
 	switches switchCache     // per-session switches read by Evaluate (switches.go)
 
 	// snapGen counts invalidations of snap (under mu), so that a load racing with one does not
@@ -118,6 +119,7 @@ func New(st *store.Store, exec runtime.Executor, m model.Model, h *helper.Servic
 		log:     log,
 		helpers: h,
 		rec:     newRecorder(st, log),
+		missing: newMissingTracker(st, log, cfg.Now),
 	}
 	if st.Shared() {
 		s.unlisten = st.Listen(topic, s.heard)
@@ -136,6 +138,7 @@ var (
 	switchCol  = store.NewCollection[sessionSwitch]("gate-switch")
 	redoCol    = store.NewCollection[int]("gate-redo")
 	sessionCol = store.NewCollection[sessionInfo]("gate-session")
+	// missingCol (gate-missing) is in missing.go.
 )
 
 const (

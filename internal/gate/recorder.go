@@ -125,10 +125,12 @@ func (r *recorder) flush() {
 	}
 }
 
-// Close writes the run records still queued. Call it before closing the store; the Service
-// stays usable (later records are written in the background again).
+// Close writes the run records still queued, and the missing presets counted (missing.go). Call
+// it before closing the store; the Service stays usable (later records are written in the
+// background again).
 func (s *Service) Close(context.Context) error {
 	s.rec.flush()
+	s.missing.flush()
 	return nil
 }
 

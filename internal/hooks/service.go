@@ -78,6 +78,9 @@ func New(st *store.Store, gates Evaluator, hints Hints, cfg Config) *Service {
 	return &Service{st: st, gates: gates, hints: hints, cfg: cfg, log: log}
 }
 
+// DefaultPreset is the preset of a call that names none (hooks.defaultPreset).
+func (s *Service) DefaultPreset() string { return s.cfg.DefaultPreset }
+
 var presetRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 // CheckPreset validates a preset name from a hook call (empty means the default preset).
@@ -211,6 +214,7 @@ func (s *Service) evaluate(ctx context.Context, ev Event, preset string, turn in
 		Turn:       turn,
 		Target:     ev.Target,
 		Structured: ev.Structured,
+		Host:       ev.Host,
 		After:      after,
 	}
 	if ev.ToolName != "" {

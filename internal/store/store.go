@@ -22,6 +22,7 @@
 //	gate-config/<key>                gate settings: script-dir, revision (internal/gate)
 //	gate-session/<session>           a session's last preset and newest run, for its switch listing (internal/gate)
 //	gate-session-recent/<rev time>/<session>  sessions with records, newest run first (internal/gate)
+//	gate-missing/<preset>            presets hooks asked for that do not exist, TTL 7 days, at most 100 (internal/gate)
 //	module/<sha256>                  WASM module metadata; the bytes live in <home>/blobs (runtime)
 //	module-body/<sha256>             a module's bytes (raw), on a shared store instead of <home>/blobs
 //	module-name/<name>               module name → sha256
