@@ -64,7 +64,7 @@ func (c *Channel) Allow(ctx context.Context, req AllowRequest) (AllowEntry, erro
 			e.Name = req.Name
 		}
 		if req.Owner {
-			if err := c.clearOwner(tx); err != nil {
+			if err := clearOwner(tx); err != nil {
 				return err
 			}
 			e.Owner = true
@@ -85,7 +85,7 @@ func (c *Channel) SetOwner(ctx context.Context, openID string) (AllowEntry, erro
 		} else if err != nil {
 			return err
 		}
-		if err := c.clearOwner(tx); err != nil {
+		if err := clearOwner(tx); err != nil {
 			return err
 		}
 		e.Owner = true
@@ -95,7 +95,8 @@ func (c *Channel) SetOwner(ctx context.Context, openID string) (AllowEntry, erro
 	return out, err
 }
 
-func (c *Channel) clearOwner(tx *store.Tx) error {
+// clearOwner unmarks the owner, in tx.
+func clearOwner(tx *store.Tx) error {
 	return colAllow.Each(tx, "", store.ScanOptions{}, func(id string, e AllowEntry) error {
 		if !e.Owner {
 			return nil

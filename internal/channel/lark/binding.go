@@ -3,7 +3,10 @@ package lark
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/pixie-dev/pixie/internal/channel/lark/larkapi"
 	"github.com/pixie-dev/pixie/internal/errs"
@@ -59,18 +62,18 @@ func (c *Channel) Bind(ctx context.Context, req BindRequest) (Status, error) {
 	if err != nil {
 		return Status{}, err
 	}
-	c.bindMu.Lock()
+	c.binder.changing.Lock()
 	locked := true
 	unlock := func() {
 		if locked {
 			locked = false
-			c.bindMu.Unlock()
+			c.binder.changing.Unlock()
 		}
 	}
 	defer unlock()
 	old := map[string]string{}
 	for _, n := range []string{SecretAppID, SecretAppSecret, SecretVerificationToken, SecretEncryptKey} {
-		v, ok, err := c.secrets.Get(ctx, n)
+		v, ok, err := c.binder.secrets.Get(ctx, n)
 		if err != nil {
 			return Status{}, errs.Wrap(errs.Internal, err, "the credentials could not be read")
 		}
@@ -81,17 +84,17 @@ func (c *Channel) Bind(ctx context.Context, req BindRequest) (Status, error) {
 	restore := func() {
 		for _, n := range []string{SecretAppID, SecretAppSecret, SecretVerificationToken, SecretEncryptKey} {
 			if v, ok := old[n]; ok {
-				_ = c.secrets.Set(ctx, n, v)
+				_ = c.binder.secrets.Set(ctx, n, v)
 			} else {
-				_ = c.secrets.Delete(ctx, n)
+				_ = c.binder.secrets.Delete(ctx, n)
 			}
 		}
 	}
 	set := func(n, v string) error {
 		if v == "" {
-			return c.secrets.Delete(ctx, n)
+			return c.binder.secrets.Delete(ctx, n)
 		}
-		return c.secrets.Set(ctx, n, v)
+		return c.binder.secrets.Set(ctx, n, v)
 	}
 	if err := errors.Join(set(SecretAppID, req.AppID), set(SecretAppSecret, req.AppSecret),
 		set(SecretVerificationToken, req.VerificationToken), set(SecretEncryptKey, req.EncryptKey)); err != nil {
@@ -108,11 +111,8 @@ func (c *Channel) Bind(ctx context.Context, req BindRequest) (Status, error) {
 		restore()
 		return Status{}, err
 	}
-	c.mu.Lock()
-	c.b = &liveBinding{appID: req.AppID, secret: req.AppSecret, token: req.VerificationToken, encryptKey: req.EncryptKey,
-		botOpenID: openID, botName: name, verifiedAt: rec.VerifiedAt, api: a}
-	c.bindProblem = ""
-	c.mu.Unlock()
+	c.binder.set(&liveBinding{appID: req.AppID, secret: req.AppSecret, token: req.VerificationToken, encryptKey: req.EncryptKey,
+		botOpenID: openID, botName: name, verifiedAt: rec.VerifiedAt, api: a}, "")
 	c.log.Info("lark: bot bound", "app_id", req.AppID, "bot_open_id", openID)
 	unlock()
 	c.kick()
@@ -125,10 +125,10 @@ func (c *Channel) Bind(ctx context.Context, req BindRequest) (Status, error) {
 // Unbind removes the binding and its secrets. Loci and Deliveries stay; the channel is
 // unavailable until a bot is bound again.
 func (c *Channel) Unbind(ctx context.Context) (Status, error) {
-	c.bindMu.Lock()
-	defer c.bindMu.Unlock()
+	c.binder.changing.Lock()
+	defer c.binder.changing.Unlock()
 	for _, n := range []string{SecretAppID, SecretAppSecret, SecretVerificationToken, SecretEncryptKey} {
-		if err := c.secrets.Delete(ctx, n); err != nil {
+		if err := c.binder.secrets.Delete(ctx, n); err != nil {
 			return Status{}, errs.Wrap(errs.Internal, err, "the credentials could not be removed")
 		}
 	}
@@ -140,10 +140,110 @@ func (c *Channel) Unbind(ctx context.Context) (Status, error) {
 	}); err != nil {
 		return Status{}, err
 	}
-	c.mu.Lock()
-	c.b, c.bindProblem = nil, ""
-	c.mu.Unlock()
+	c.binder.set(nil, "")
 	c.CancelPairing()
 	c.log.Info("lark: bot unbound")
 	return c.Status(ctx), nil
+}
+
+// binder is the channel's live binding: the verified credentials with their SDK client, or why
+// there is none. It owns its locks.
+type binder struct {
+	st      *store.Store
+	secrets Secrets
+	log     *slog.Logger
+	baseURL string
+	timeout time.Duration
+
+	// changing serialises Bind, Unbind and load, so that a reload (another replica's change
+	// heard) never mixes what it read with a bind in progress.
+	changing sync.Mutex
+	// mu guards b and problem.
+	mu sync.RWMutex
+	b  *liveBinding // nil while unbound or unverified
+	// problem says why a stored binding could not be loaded.
+	problem string
+}
+
+// liveBinding is a verified binding with its secrets and its SDK client.
+type liveBinding struct {
+	appID, secret, token, encryptKey string
+	botOpenID, botName               string
+	verifiedAt                       time.Time
+	api                              *larkapi.Client
+}
+
+// live returns the live binding, or nil.
+func (x *binder) live() *liveBinding {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.b
+}
+
+// why says why a stored binding could not be loaded ("" when none was, or it was).
+func (x *binder) why() string {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.problem
+}
+
+// set makes b the live binding (nil: none), with the problem that stands instead.
+func (x *binder) set(b *liveBinding, problem string) {
+	x.mu.Lock()
+	x.b, x.problem = b, problem
+	x.mu.Unlock()
+}
+
+// load reads the binding's secrets and its verified bot identity.
+func (x *binder) load(ctx context.Context) error {
+	x.changing.Lock()
+	defer x.changing.Unlock()
+	var rec bindingRecord
+	found := true
+	err := x.st.View(ctx, func(tx *store.Tx) error {
+		var err error
+		rec, err = colBinding.Get(tx, bindingKey)
+		if errors.Is(err, store.ErrNotFound) {
+			found = false
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return errs.Wrap(errs.Internal, err, "lark: read the binding")
+	}
+	get := func(name string) (string, error) {
+		v, _, err := x.secrets.Get(ctx, name)
+		return v, err
+	}
+	appID, err1 := get(SecretAppID)
+	secret, err2 := get(SecretAppSecret)
+	token, err3 := get(SecretVerificationToken)
+	ekey, err4 := get(SecretEncryptKey)
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
+		x.set(nil, "the credentials could not be read: "+describeErr(err))
+		x.log.Warn("lark: credentials unreadable; the channel is unavailable", "err", err.Error())
+		return nil
+	}
+	switch {
+	case !found && appID == "":
+		x.set(nil, "") // unbound (perhaps by another replica)
+		return nil
+	case !found:
+		x.set(nil, "the binding was never verified: bind the bot again")
+		return nil
+	case appID == "" || secret == "" || token == "":
+		x.set(nil, "the binding is incomplete (app id, app secret or verification token missing from the credentials): bind the bot again")
+		return nil
+	case appID != rec.AppID:
+		x.set(nil, "the credentials name a different app than the verified binding: bind the bot again")
+		return nil
+	case !larkapi.ValidOpenID(rec.BotOpenID):
+		x.set(nil, "the binding has no verified bot open_id: bind the bot again")
+		return nil
+	}
+	x.set(&liveBinding{appID: appID, secret: secret, token: token, encryptKey: ekey,
+		botOpenID: rec.BotOpenID, botName: rec.BotName, verifiedAt: rec.VerifiedAt,
+		api: larkapi.New(x.baseURL, appID, secret, x.timeout)}, "")
+	return nil
 }

@@ -27,18 +27,11 @@ type Channel struct {
 	cfg     Config
 	log     *slog.Logger
 	met     *metrics
-	secrets Secrets
 	started time.Time
 
-	// bindMu serialises Bind, Unbind and loadBinding, so that a reload (another replica's
-	// change heard) never mixes what it read with a bind in progress.
-	bindMu sync.Mutex
-	mu     sync.RWMutex
-	b      *liveBinding // nil while unbound or unverified
-	// bindProblem says why a stored binding could not be loaded.
-	bindProblem string
-
-	pair pairing
+	// binder holds the live binding (binding.go), pair the pending pairing code (pairing.go).
+	binder *binder
+	pair   *pairing
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -53,14 +46,6 @@ type Channel struct {
 
 	// sh is the part for stores other replicas share (shared.go).
 	sh sharedState
-}
-
-// liveBinding is a verified binding with its secrets and its SDK client.
-type liveBinding struct {
-	appID, secret, token, encryptKey string
-	botOpenID, botName               string
-	verifiedAt                       time.Time
-	api                              *larkapi.Client
 }
 
 // New returns the channel over st and starts its worker and deadline sweep. A missing or
@@ -78,10 +63,12 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Channel, error) {
 		secrets = &MemorySecrets{}
 	}
 	c := &Channel{
-		st: st, cfg: cfg, log: cfg.Logger, met: newMetrics(cfg.Registerer), secrets: secrets,
+		st: st, cfg: cfg, log: cfg.Logger, met: newMetrics(cfg.Registerer),
 		started: cfg.Now().UTC(),
 		wake:    make(chan struct{}, 1),
 	}
+	c.binder = &binder{st: st, secrets: secrets, log: c.log, baseURL: cfg.BaseURL, timeout: cfg.HTTPTimeout}
+	c.pair = &pairing{st: st, now: c.now}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.q = locus.New(st, locus.Config{
 		MaxQueue: cfg.MaxQueue, InitialDeadline: cfg.InitialDeadline, MaxDeadline: cfg.MaxDeadline,
@@ -89,7 +76,7 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Channel, error) {
 		DefaultWorkspace: cfg.DefaultWorkspace, SettleTTL: 10*cfg.HTTPTimeout + time.Minute,
 		Topic: larkTopic, Now: cfg.Now,
 	}, spool.New(cfg.SpoolDir, c.log, st, cfg.MaxDeadline+time.Hour))
-	if err := c.loadBinding(ctx); err != nil {
+	if err := c.binder.load(ctx); err != nil {
 		return nil, err
 	}
 	if st.Shared() {
@@ -128,95 +115,21 @@ func (c *Channel) RegisterMetrics(reg prometheus.Registerer) error {
 
 func (c *Channel) now() time.Time { return c.cfg.Now().UTC() }
 
-// binding returns the live binding, or nil.
-func (c *Channel) binding() *liveBinding {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return c.b
-}
-
 // available returns the live binding when the channel can take events, with the reason when it
 // cannot.
 func (c *Channel) available() (*liveBinding, string) {
 	if !c.cfg.Enabled {
 		return nil, "the channel is turned off (lark.enabled is false): set lark.enabled: true in " + filepath.Join(c.cfg.Home, "pixie.yaml") + " (or PIXIE_LARK_ENABLED=true) and restart pixie serve"
 	}
-	b := c.binding()
+	b := c.binder.live()
 	if b == nil {
-		c.mu.RLock()
-		p := c.bindProblem
-		c.mu.RUnlock()
+		p := c.binder.why()
 		if p == "" {
 			p = "no Lark bot is bound: bind one with its app id, app secret, verification token and encrypt key"
 		}
 		return nil, p
 	}
 	return b, ""
-}
-
-// loadBinding reads the binding's secrets and its verified bot identity.
-func (c *Channel) loadBinding(ctx context.Context) error {
-	c.bindMu.Lock()
-	defer c.bindMu.Unlock()
-	var rec bindingRecord
-	found := true
-	err := c.st.View(ctx, func(tx *store.Tx) error {
-		var err error
-		rec, err = colBinding.Get(tx, bindingKey)
-		if errors.Is(err, store.ErrNotFound) {
-			found = false
-			return nil
-		}
-		return err
-	})
-	if err != nil {
-		return errs.Wrap(errs.Internal, err, "lark: read the binding")
-	}
-	get := func(name string) (string, error) {
-		v, _, err := c.secrets.Get(ctx, name)
-		return v, err
-	}
-	appID, err1 := get(SecretAppID)
-	secret, err2 := get(SecretAppSecret)
-	token, err3 := get(SecretVerificationToken)
-	ekey, err4 := get(SecretEncryptKey)
-	if err := errors.Join(err1, err2, err3, err4); err != nil {
-		c.setProblem("the credentials could not be read: " + describeErr(err))
-		c.log.Warn("lark: credentials unreadable; the channel is unavailable", "err", err.Error())
-		return nil
-	}
-	switch {
-	case !found && appID == "":
-		c.mu.Lock()
-		c.b, c.bindProblem = nil, "" // unbound (perhaps by another replica)
-		c.mu.Unlock()
-		return nil
-	case !found:
-		c.setProblem("the binding was never verified: bind the bot again")
-		return nil
-	case appID == "" || secret == "" || token == "":
-		c.setProblem("the binding is incomplete (app id, app secret or verification token missing from the credentials): bind the bot again")
-		return nil
-	case appID != rec.AppID:
-		c.setProblem("the credentials name a different app than the verified binding: bind the bot again")
-		return nil
-	case !larkapi.ValidOpenID(rec.BotOpenID):
-		c.setProblem("the binding has no verified bot open_id: bind the bot again")
-		return nil
-	}
-	c.mu.Lock()
-	c.b = &liveBinding{appID: appID, secret: secret, token: token, encryptKey: ekey,
-		botOpenID: rec.BotOpenID, botName: rec.BotName, verifiedAt: rec.VerifiedAt,
-		api: larkapi.New(c.cfg.BaseURL, appID, secret, c.cfg.HTTPTimeout)}
-	c.bindProblem = ""
-	c.mu.Unlock()
-	return nil
-}
-
-func (c *Channel) setProblem(p string) {
-	c.mu.Lock()
-	c.b, c.bindProblem = nil, p
-	c.mu.Unlock()
 }
 
 // Status is the channel's state for the Channel and Diagnostics settings. It holds no secret.
@@ -259,10 +172,10 @@ func (c *Channel) Status(ctx context.Context) Status {
 		StartedAt:        c.started,
 		Watermark:        c.watermark(),
 		ReplayWindow:     c.cfg.ReplayWindow.String(),
-		Pairing:          c.pairingInfo(ctx),
+		Pairing:          c.pair.info(ctx),
 		Drops:            c.met.dropCounts(),
 	}
-	if b := c.binding(); b != nil {
+	if b := c.binder.live(); b != nil {
 		s.Bound, s.AppID, s.BotOpenID, s.BotName, s.Encrypted = true, b.appID, b.botOpenID, b.botName, b.encryptKey != ""
 		s.VerifiedAt = ptime(b.verifiedAt)
 		if !s.Encrypted {

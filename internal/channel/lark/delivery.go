@@ -22,7 +22,7 @@ import (
 // chat's members. Reactions and the next Delivery's start follow asynchronously.
 func (c *Channel) settle(ctx context.Context, id string, check locus.Check, o locus.Outcome) (Delivery, error) {
 	settled, next, err := c.q.Settle(ctx, id, check, o, func(ctx context.Context, d Delivery) (string, error) {
-		b := c.binding()
+		b := c.binder.live()
 		if b == nil {
 			return "", errs.New(errs.Unavailable, "the Lark channel is unavailable: the reply cannot be sent")
 		}
@@ -55,7 +55,7 @@ func (c *Channel) settle(ctx context.Context, id string, check locus.Check, o lo
 
 // afterSettle swaps the working reaction for done or failed, then starts the next Delivery.
 func (c *Channel) afterSettle(ctx context.Context, settled Delivery, next *Delivery) {
-	if b := c.binding(); b != nil {
+	if b := c.binder.live(); b != nil {
 		if unlock, err := c.q.SideLock(ctx, settled.LocusID); err == nil {
 			// Re-read: the activation may have recorded the working reaction after we loaded it.
 			if working := c.q.WorkingReaction(ctx, settled); working != "" {
@@ -88,7 +88,7 @@ func (c *Channel) activate(ctx context.Context, d Delivery) {
 		return
 	}
 	defer c.q.EndActivate(d.ID)
-	b := c.binding()
+	b := c.binder.live()
 	if b == nil {
 		return
 	}
@@ -289,7 +289,7 @@ func (c *Channel) recover(ctx context.Context) {
 // While the channel is bound it waits for the Delivery's activation (working reaction, images)
 // to finish first (at most two minutes).
 func (c *Channel) Current(ctx context.Context, childID string) (DeliveryView, error) {
-	return c.q.Current(ctx, childID, c.binding() != nil)
+	return c.q.Current(ctx, childID, c.binder.live() != nil)
 }
 
 // WaitCurrent is Current with a long poll: when the Locus is idle it waits up to max for a

@@ -17,7 +17,9 @@
 //     channel's API speaks its types under the same names here (Locus, Delivery,
 //     DeliveryView, …: aliases in records.go).
 //   - The channel itself, Channel: webhook.go (authentication and admission), worker.go (the
-//     inbound queue), commands.go, binding.go, allowlist.go and pairing.go (access),
+//     inbound queue), commands.go, binding.go (Bind, Unbind, and binder: the live binding with
+//     its locks), allowlist.go and pairing.go (access; pairing: the pending code, in memory or
+//     in the shared store),
 //     delivery.go (the Lark side of the Delivery lifecycle: reply, reactions, images, the
 //     sweep, recovery), executor.go (the built-in executor), qa.go (the Q&A group action) and
 //     shared.go (replicas).

@@ -145,7 +145,7 @@ func (c *Channel) builtinRequest(ctx context.Context, d Delivery, l Locus, child
 
 // senderName resolves the sender's display name from the chat's members (best effort).
 func (c *Channel) senderName(ctx context.Context, d Delivery) string {
-	b := c.binding()
+	b := c.binder.live()
 	if b == nil {
 		return ""
 	}

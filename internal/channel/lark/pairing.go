@@ -3,7 +3,9 @@ package lark
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"net/http"
 	"strings"
@@ -19,9 +21,14 @@ import (
 const pairAlphabet = "abcdefghjkmnpqrstuvwxyz23456789"
 
 // pairing is the one pending pairing code. It lives only in memory: a restart, a cancel or a
-// new code expires it. Over a store other replicas share, it lives in the store instead,
-// hashed (shared.go): a cancel, a new code or its five minutes expire it.
+// new code expires it. Over a store other replicas share, it lives in the store instead
+// (lark-pair/current: salted SHA-256 of the code, its expiry, with the five-minute TTL): a
+// cancel, a new code or its five minutes expire it.
 type pairing struct {
+	st  *store.Store
+	now func() time.Time
+
+	// mu guards code and expires (embedded stores).
 	mu      sync.Mutex
 	code    string
 	expires time.Time
@@ -41,21 +48,74 @@ type PairingCode struct {
 	ExpiresAt time.Time `json:"expiresAt"`
 }
 
-// pairingInfo describes the pending code (from the store when it is shared).
-func (c *Channel) pairingInfo(ctx context.Context) PairingInfo {
-	if c.isShared() {
-		return c.sharedPairingInfo(ctx)
+// info describes the pending code (from the store when it is shared).
+func (p *pairing) info(ctx context.Context) PairingInfo {
+	if p.st.Shared() {
+		var rec pairRecord
+		err := p.st.View(ctx, func(tx *store.Tx) (err error) {
+			rec, err = colPair.Get(tx, pairID)
+			return err
+		})
+		if err != nil || !p.now().Before(rec.ExpiresAt) {
+			return PairingInfo{}
+		}
+		return PairingInfo{Pending: true, ExpiresAt: ptime(rec.ExpiresAt)}
 	}
-	return c.pair.info(c.now())
-}
-
-func (p *pairing) info(now time.Time) PairingInfo {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.code == "" || !now.Before(p.expires) {
+	if p.code == "" || !p.now().Before(p.expires) {
 		return PairingInfo{}
 	}
 	return PairingInfo{Pending: true, ExpiresAt: ptime(p.expires)}
+}
+
+// put makes code the pending one until expires, replacing any other (over a shared store,
+// hashed, for every replica).
+func (p *pairing) put(ctx context.Context, code string, expires time.Time) error {
+	if p.st.Shared() {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		salt := hex.EncodeToString(b[:])
+		rec := pairRecord{Salt: salt, Hash: hashCode(salt, code), ExpiresAt: expires}
+		return p.st.Update(ctx, func(tx *store.Tx) error { return colPair.PutTTL(tx, pairID, rec, PairTTL) })
+	}
+	p.mu.Lock()
+	p.code, p.expires = code, expires
+	p.mu.Unlock()
+	return nil
+}
+
+// clear expires the pending code, if any.
+func (p *pairing) clear(ctx context.Context) error {
+	if p.st.Shared() {
+		return p.st.Update(ctx, func(tx *store.Tx) error { return colPair.Delete(tx, pairID) })
+	}
+	p.mu.Lock()
+	p.code, p.expires = "", time.Time{}
+	p.mu.Unlock()
+	return nil
+}
+
+const pairID = "current"
+
+func hashCode(salt, code string) string {
+	h := sha256.Sum256([]byte(salt + "\x00" + code))
+	return hex.EncodeToString(h[:])
+}
+
+// redeemStored checks code against the stored one inside tx and consumes it (shared stores).
+func (p *pairing) redeemStored(tx *store.Tx, code string) (bool, error) {
+	rec, err := colPair.Get(tx, pairID)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	if !p.now().Before(rec.ExpiresAt) ||
+		subtle.ConstantTimeCompare([]byte(hashCode(rec.Salt, code)), []byte(rec.Hash)) != 1 {
+		return false, nil
+	}
+	return true, colPair.Delete(tx, pairID)
 }
 
 // MintPairing creates a five-minute, single-use pairing code, replacing (and so expiring) any
@@ -80,33 +140,20 @@ func (c *Channel) MintPairing(ctx context.Context) (PairingCode, error) {
 	now := c.now()
 	pc := PairingCode{Code: sb.String(), ExpiresAt: now.Add(PairTTL)}
 	pc.Command = "/pair " + pc.Code
-	if c.isShared() {
-		if err := c.putPairing(ctx, pc.Code, pc.ExpiresAt); err != nil {
-			return PairingCode{}, errs.Wrap(errs.Internal, err, "the pairing code could not be stored")
-		}
-		c.log.Info("lark: pairing code minted", "expires", pc.ExpiresAt)
-		return pc, nil
+	if err := c.pair.put(ctx, pc.Code, pc.ExpiresAt); err != nil {
+		return PairingCode{}, errs.Wrap(errs.Internal, err, "the pairing code could not be stored")
 	}
-	c.pair.mu.Lock()
-	c.pair.code, c.pair.expires = pc.Code, pc.ExpiresAt
-	c.pair.mu.Unlock()
 	c.log.Info("lark: pairing code minted", "expires", pc.ExpiresAt)
 	return pc, nil
 }
 
 // CancelPairing expires the pending code, if any.
 func (c *Channel) CancelPairing() {
-	if c.isShared() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := c.deletePairing(ctx); err != nil {
-			c.log.Warn("lark: the pairing code could not be cancelled", "err", err.Error())
-		}
-		return
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.pair.clear(ctx); err != nil {
+		c.log.Warn("lark: the pairing code could not be cancelled", "err", err.Error())
 	}
-	c.pair.mu.Lock()
-	c.pair.code, c.pair.expires = "", time.Time{}
-	c.pair.mu.Unlock()
 }
 
 // pairCommand reports whether text is exactly "/pair <code>" and returns the code.
@@ -167,7 +214,7 @@ func (c *Channel) redeemPairingShared(ctx context.Context, b *liveBinding, event
 	live, already := false, false
 	reason, err := c.admit(ctx, eventID, msg.MessageID, func(tx *store.Tx) error {
 		live, already = false, false
-		ok, err := c.redeemShared(tx, code)
+		ok, err := c.pair.redeemStored(tx, code)
 		if err != nil || !ok {
 			return err // not live: the ids are recorded all the same
 		}

@@ -2,10 +2,6 @@ package lark
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
 	"errors"
 	"sync/atomic"
 	"time"
@@ -96,7 +92,9 @@ func (c *Channel) notifyTx(tx *store.Tx, what string) error {
 // startShared adopts the cluster's watermark, listens to the other replicas and starts the
 // leader loop.
 func (c *Channel) startShared(ctx context.Context) error {
-	if err := c.adoptEpoch(ctx); err != nil {
+	started, err := adoptEpoch(ctx, c.st, c.started)
+	c.started = started
+	if err != nil {
 		return err
 	}
 	c.sh.unlisten = c.st.Listen(larkTopic, c.heard)
@@ -109,7 +107,7 @@ func (c *Channel) heard(n store.Note) {
 	switch {
 	case n.Lost:
 		c.goOutbound(func(ctx context.Context) {
-			_ = c.loadBinding(ctx)
+			_ = c.binder.load(ctx)
 			if c.leads() {
 				c.recover(ctx)
 			}
@@ -119,7 +117,7 @@ func (c *Channel) heard(n store.Note) {
 		c.kick()
 	case n.Payload == noteBinding:
 		c.goOutbound(func(ctx context.Context) {
-			_ = c.loadBinding(ctx)
+			_ = c.binder.load(ctx)
 			if c.leads() {
 				c.recover(ctx)
 				c.kick()
@@ -154,7 +152,9 @@ func (c *Channel) leaderLoop() {
 			c.log.Warn("lark: this replica no longer consumes the channel's events")
 		}
 		if time.Since(lastEpoch) >= epochEvery {
-			c.renewEpoch(c.ctx)
+			if err := renewEpoch(c.ctx, c.st, c.started); err != nil && c.ctx.Err() == nil {
+				c.log.Warn("lark: the cluster's start could not be renewed", "err", err.Error())
+			}
 			lastEpoch = time.Now()
 		}
 		select {
@@ -170,84 +170,36 @@ func (c *Channel) leaderLoop() {
 
 const epochID = "epoch"
 
-// adoptEpoch sets the watermark's start to the running cluster's, or to now when no replica
-// runs.
-func (c *Channel) adoptEpoch(ctx context.Context) error {
-	err := c.st.Update(ctx, func(tx *store.Tx) error {
+// adoptEpoch returns the watermark's start: the running cluster's, or started (now) when no
+// replica runs, which it records as the cluster's.
+func adoptEpoch(ctx context.Context, st *store.Store, started time.Time) (time.Time, error) {
+	err := st.Update(ctx, func(tx *store.Tx) error {
 		e, err := colMeta.Get(tx, epochID)
 		switch {
 		case err == nil:
-			c.started = e.StartedAt
+			started = e.StartedAt
 			return colMeta.PutTTL(tx, epochID, e, epochTTL)
 		case !errors.Is(err, store.ErrNotFound):
 			return err
 		}
-		return colMeta.PutTTL(tx, epochID, epochRecord{StartedAt: c.started}, epochTTL)
+		return colMeta.PutTTL(tx, epochID, epochRecord{StartedAt: started}, epochTTL)
 	})
 	if err != nil {
-		return errs.Wrap(errs.Internal, err, "lark: read the cluster's start")
+		return started, errs.Wrap(errs.Internal, err, "lark: read the cluster's start")
 	}
-	return nil
+	return started, nil
 }
 
-func (c *Channel) renewEpoch(ctx context.Context) {
-	err := c.st.Update(ctx, func(tx *store.Tx) error {
+// renewEpoch keeps the cluster's start alive; when it expired while this replica ran, started
+// (this replica's) becomes it again.
+func renewEpoch(ctx context.Context, st *store.Store, started time.Time) error {
+	return st.Update(ctx, func(tx *store.Tx) error {
 		e, err := colMeta.Get(tx, epochID)
 		if errors.Is(err, store.ErrNotFound) {
-			e = epochRecord{StartedAt: c.started} // expired while this replica ran: keep ours
+			e = epochRecord{StartedAt: started} // expired while this replica ran: keep ours
 		} else if err != nil {
 			return err
 		}
 		return colMeta.PutTTL(tx, epochID, e, epochTTL)
 	})
-	if err != nil && c.ctx.Err() == nil {
-		c.log.Warn("lark: the cluster's start could not be renewed", "err", err.Error())
-	}
-}
-
-const pairID = "current"
-
-func hashCode(salt, code string) string {
-	h := sha256.Sum256([]byte(salt + "\x00" + code))
-	return hex.EncodeToString(h[:])
-}
-
-// putPairing stores a minted code (hashed) for every replica.
-func (c *Channel) putPairing(ctx context.Context, code string, expires time.Time) error {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	salt := hex.EncodeToString(b[:])
-	rec := pairRecord{Salt: salt, Hash: hashCode(salt, code), ExpiresAt: expires}
-	return c.st.Update(ctx, func(tx *store.Tx) error { return colPair.PutTTL(tx, pairID, rec, PairTTL) })
-}
-
-func (c *Channel) deletePairing(ctx context.Context) error {
-	return c.st.Update(ctx, func(tx *store.Tx) error { return colPair.Delete(tx, pairID) })
-}
-
-func (c *Channel) sharedPairingInfo(ctx context.Context) PairingInfo {
-	var rec pairRecord
-	err := c.st.View(ctx, func(tx *store.Tx) (err error) {
-		rec, err = colPair.Get(tx, pairID)
-		return err
-	})
-	if err != nil || !c.now().Before(rec.ExpiresAt) {
-		return PairingInfo{}
-	}
-	return PairingInfo{Pending: true, ExpiresAt: ptime(rec.ExpiresAt)}
-}
-
-// redeemShared checks code against the stored one inside tx and consumes it.
-func (c *Channel) redeemShared(tx *store.Tx, code string) (bool, error) {
-	rec, err := colPair.Get(tx, pairID)
-	if errors.Is(err, store.ErrNotFound) {
-		return false, nil
-	} else if err != nil {
-		return false, err
-	}
-	if !c.now().Before(rec.ExpiresAt) ||
-		subtle.ConstantTimeCompare([]byte(hashCode(rec.Salt, code)), []byte(rec.Hash)) != 1 {
-		return false, nil
-	}
-	return true, colPair.Delete(tx, pairID)
 }

@@ -179,7 +179,7 @@ func TestTwoReplicas(t *testing.T) {
 	if _, err := b.Unbind(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "unbind seen by the other replica", func() bool { return a.binding() == nil })
+	waitFor(t, "unbind seen by the other replica", func() bool { return a.binder.live() == nil })
 
 	// Only a start after the whole cluster stopped (its record expired: deleted here) moves the
 	// watermark; a replica joining a running one keeps it.

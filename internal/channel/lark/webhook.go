@@ -68,7 +68,7 @@ func (c *Channel) HandleEvent(ctx context.Context, header http.Header, body []by
 	b, _ := c.available()
 	if b == nil && c.isShared() && c.cfg.Enabled {
 		// Another replica may have bound the bot a moment ago (its notification is on the way).
-		_ = c.loadBinding(ctx)
+		_ = c.binder.load(ctx)
 		b, _ = c.available()
 	}
 	if b == nil {
