@@ -6,6 +6,7 @@
 import { h } from '../lib/dom.js';
 import * as draft from '../lib/gatedraft.js';
 import { loadPoints, points, pointLabel, pointApply } from '../lib/points.js';
+import { loadSetup, setupWarnings } from '../lib/setup.js';
 import {
   pageHead, switchEl, field, select, busy, emptyState, actionBadge,
   CONCLUDED, fmtUsage, dl, textBlock, replaceHash, fill, fmtMs } from '../lib/common.js';
@@ -25,11 +26,12 @@ function hookName(name) {
  */
 export async function render(main, ui) {
   const { api } = ui;
-  await Promise.all([draft.load(api, true), loadPoints(api)]);
   const edit = ui.params.get('edit');
   const tmpl = ui.params.get('new');
-  if (edit !== null || tmpl !== null) return editor(main, ui, edit, tmpl);
-  return composition(main, ui);
+  const editing = edit !== null || tmpl !== null;
+  const [, , setup] = await Promise.all([draft.load(api, true), loadPoints(api), editing ? null : loadSetup(api)]);
+  if (editing) return editor(main, ui, edit, tmpl);
+  return composition(main, ui, setup);
 }
 
 // saveButton saves the draft (after pre() when given) and reports the outcome.
@@ -79,10 +81,28 @@ function dirtyBadge() {
   return draft.get().dirty ? h('span', { class: 'badge warn', role: 'status' }, 'Unsaved changes') : null;
 }
 
-function composition(main, ui) {
+/**
+ * @param {HTMLElement} main
+ * @param {import('../lib/ui.js').UI} ui
+ * @param {import('../lib/setup.js').SetupReport | null} setup the set-up problems hooks ran into
+ */
+function composition(main, ui, setup) {
   const { api, errorBox } = ui;
   let picking = false;
   let templates = null;
+
+  // A missing preset's fix: add it to the draft and open it on Scope, where gates are added to
+  // it and the draft is saved.
+  const createPreset = (name) => {
+    draft.change((d) => { if (!d.presets.some((p) => p.name === name)) d.presets.push({ name, gates: [] }); });
+    ui.toast(`Preset ${name} added to your changes. Add a gate to it and press Save.`);
+    location.hash = '#/scope?preset=' + encodeURIComponent(name);
+  };
+  const warnings = () => {
+    const st = draft.get();
+    const saved = (st.saved.presets || []).map((p) => p.name);
+    return setupWarnings(setup, { saved, drafted: st.draft.presets.map((p) => p.name).filter((n) => !saved.includes(n)), create: createPreset });
+  };
 
   const rerender = () => {
     const st = draft.get();
@@ -92,6 +112,7 @@ function composition(main, ui) {
     fill(main, 
       pageHead('Gates', 'Gate composition. Each card is one gate; its switch turns it on or off everywhere. Changes apply to runs once saved.',
         dirtyBadge(), discard, newBtn, saveButton(ui, () => rerender())),
+      ...warnings(),
       problemList(ui),
       conflictWarning(),
       picking ? picker() : null,

@@ -191,6 +191,10 @@ export async function render(main, ui) {
   drawPresets();
   drawFolder();
   drawModules();
+  // #/scope?preset=NAME (from the Gates page's missing-preset warning) opens that preset.
+  const want = ui.params && ui.params.get('preset');
+  const card = want ? /** @type {HTMLElement} */ (presetsSec.querySelector(`[data-preset="${CSS.escape(want)}"]`)) : null;
+  if (card) { card.scrollIntoView({ block: 'center' }); /** @type {HTMLElement} */ (card.querySelector('[name=add-gate]'))?.focus(); }
   const [l] = await Promise.all([api('GET', '/v1/gates/scripts').catch((e) => { drawFolder(e); return null; }), loadModules()]);
   if (l) { listing = l; drawFolder(); }
   drawModules();
