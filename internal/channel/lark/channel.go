@@ -74,7 +74,7 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Channel, error) {
 		MaxQueue: cfg.MaxQueue, InitialDeadline: cfg.InitialDeadline, MaxDeadline: cfg.MaxDeadline,
 		HistoryTurns: cfg.HistoryTurns, MaxReplyChars: cfg.MaxReplyChars, Executor: cfg.Executor,
 		DefaultWorkspace: cfg.DefaultWorkspace, SettleTTL: 10*cfg.HTTPTimeout + time.Minute,
-		Topic: larkTopic, Now: cfg.Now,
+		Topic: larkTopic, Now: cfg.Now, Logger: c.log,
 	}, spool.New(cfg.SpoolDir, c.log, st, cfg.MaxDeadline+time.Hour))
 	if err := c.binder.load(ctx); err != nil {
 		return nil, err

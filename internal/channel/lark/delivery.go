@@ -56,9 +56,8 @@ func (c *Channel) settle(ctx context.Context, id string, check locus.Check, o lo
 // afterSettle swaps the working reaction for done or failed, then starts the next Delivery.
 func (c *Channel) afterSettle(ctx context.Context, settled Delivery, next *Delivery) {
 	if b := c.binder.live(); b != nil {
-		if unlock, err := c.q.SideLock(ctx, settled.LocusID); err == nil {
-			// Re-read: the activation may have recorded the working reaction after we loaded it.
-			if working := c.q.WorkingReaction(ctx, settled); working != "" {
+		c.q.AfterSettle(ctx, settled, func(working string) {
+			if working != "" {
 				if err := b.api.DeleteReaction(ctx, settled.MessageID, working); err != nil {
 					c.outboundFailed("reaction_delete", err)
 				}
@@ -70,63 +69,50 @@ func (c *Channel) afterSettle(ctx context.Context, settled Delivery, next *Deliv
 			if _, err := b.api.AddReaction(ctx, settled.MessageID, emoji); err != nil {
 				c.outboundFailed("reaction", err)
 			}
-			unlock()
-		}
+		})
 	}
 	if next != nil && c.leads() {
 		c.activate(ctx, *next) // over a shared store the leader does, when it hears the settlement
 	}
 }
 
-// activate starts a Delivery that just became current: the working reaction, the images, and
-// the executor. It is idempotent per process (a second call while one runs is ignored).
+// activate starts a Delivery that just became current (locus.Queue.Activate): the working
+// reaction, the images, and the executor. It is idempotent per process (a second call while
+// one runs is ignored).
 func (c *Channel) activate(ctx context.Context, d Delivery) {
 	if !c.leads() {
 		return
 	}
-	if !c.q.BeginActivate(d.ID) {
-		return
-	}
-	defer c.q.EndActivate(d.ID)
 	b := c.binder.live()
 	if b == nil {
 		return
 	}
-	unlock, err := c.q.SideLock(ctx, d.LocusID)
-	if err != nil {
-		return
-	}
-	// Still current? (It may have been settled while waiting for the lock.)
-	cur, l, err := c.q.LoadCurrent(ctx, d.ID)
-	if err != nil {
-		unlock()
-		return
-	}
-	if cur.WorkingReaction == "" {
-		rid, err := b.api.AddReaction(ctx, cur.MessageID, ReactionWorking)
-		if err != nil {
-			c.outboundFailed("reaction", err)
-		} else if err := c.q.SetWorkingReaction(ctx, d.ID, rid); err != nil {
-			// Settled meanwhile: take the reaction back.
-			if derr := b.api.DeleteReaction(ctx, cur.MessageID, rid); derr != nil {
-				c.outboundFailed("reaction_delete", derr)
+	c.q.Activate(ctx, d, locus.Activation{
+		React: func(ctx context.Context, cur Delivery) string {
+			rid, err := b.api.AddReaction(ctx, cur.MessageID, ReactionWorking)
+			if err != nil {
+				c.outboundFailed("reaction", err)
 			}
-		}
-	}
-	c.q.Spool().Fetch(ctx, cur.ID, cur.Images, func(ctx context.Context, key string) ([]byte, error) {
-		data, err := b.api.Download(ctx, cur.MessageID, key, c.cfg.MaxImageBytes)
-		if err != nil {
-			return nil, errors.New(describeErr(err))
-		}
-		return data, nil
+			return rid
+		},
+		Unreact: func(ctx context.Context, cur Delivery, rid string) {
+			if err := b.api.DeleteReaction(ctx, cur.MessageID, rid); err != nil {
+				c.outboundFailed("reaction_delete", err)
+			}
+		},
+		Download: func(ctx context.Context, cur Delivery, key string) ([]byte, error) {
+			data, err := b.api.Download(ctx, cur.MessageID, key, c.cfg.MaxImageBytes)
+			if err != nil {
+				return nil, errors.New(describeErr(err))
+			}
+			return data, nil
+		},
+		Start: func(cur Delivery, l Locus) {
+			if l.Executor == ExecutorBuiltin {
+				c.startBuiltin(cur, l)
+			}
+		},
 	})
-	if err := c.q.Activated(ctx, cur.ID); err != nil {
-		c.log.Warn("lark: the activation could not be announced", "delivery", cur.ID, "err", err.Error())
-	}
-	unlock()
-	if l.Executor == ExecutorBuiltin {
-		c.startBuiltin(cur, l)
-	}
 }
 
 // Finish ends the current Delivery of childID's Locus (pet_locus_finish). The Delivery must be

@@ -57,7 +57,7 @@ func (q *Queue) Settle(ctx context.Context, id string, check Check, o Outcome, s
 		defer release()
 	}
 
-	d, l, err := q.LoadCurrent(ctx, id)
+	d, l, err := q.loadCurrent(ctx, id)
 	if err != nil {
 		return Delivery{}, nil, err
 	}
@@ -72,7 +72,7 @@ func (q *Queue) Settle(ctx context.Context, id string, check Check, o Outcome, s
 			return Delivery{}, nil, err
 		}
 	}
-	unlock, err := q.SideLock(ctx, l.ID)
+	unlock, err := q.sideLock(ctx, l.ID)
 	if err != nil {
 		return Delivery{}, nil, err
 	}
@@ -144,8 +144,8 @@ func (q *Queue) remember(tx *store.Tx, childID, question, answer string, at time
 	return colChild.Put(tx, ch.ID, ch)
 }
 
-// LoadCurrent reads Delivery id and its Locus, requiring it to be the Locus's current one.
-func (q *Queue) LoadCurrent(ctx context.Context, id string) (d Delivery, l Locus, err error) {
+// loadCurrent reads Delivery id and its Locus, requiring it to be the Locus's current one.
+func (q *Queue) loadCurrent(ctx context.Context, id string) (d Delivery, l Locus, err error) {
 	err = q.st.View(ctx, func(tx *store.Tx) error {
 		d, l, err = currentIn(tx, id)
 		return err
@@ -153,22 +153,92 @@ func (q *Queue) LoadCurrent(ctx context.Context, id string) (d Delivery, l Locus
 	return d, l, err
 }
 
-// SetWorkingReaction records the working reaction rid on Delivery id, which must still be
-// current.
-func (q *Queue) SetWorkingReaction(ctx context.Context, id, rid string) error {
-	return q.st.Update(ctx, func(tx *store.Tx) error {
-		x, _, err := currentIn(tx, id)
-		if err != nil {
+// Activation is the caller's side of activating a current Delivery: its Lark side effects.
+type Activation struct {
+	// React adds the working reaction to cur's message and returns its id ("" when it could
+	// not).
+	React func(ctx context.Context, cur Delivery) string
+	// Unreact takes back reaction rid, added while cur was being settled.
+	Unreact func(ctx context.Context, cur Delivery, rid string)
+	// Download fetches the image key of cur's message (for the spool).
+	Download func(ctx context.Context, cur Delivery, key string) ([]byte, error)
+	// Start starts cur's executor run, if the caller runs one (after the side lock is given up,
+	// before the activation's claim is).
+	Start func(cur Delivery, l Locus)
+}
+
+// Activate activates Delivery d, once it is current: once per process at a time (a second
+// call while one runs does nothing), and under its Locus's side lock, so that its settlement
+// never overtakes it. The working reaction is added (unless d has one) and recorded, and taken
+// back when d was settled meanwhile; its images go into the spool; Current stops waiting for
+// it, here and over a shared store on every replica (lark-ready/<id> and the note "ready
+// <id>"). Then a's Start runs. A Delivery no longer current is left alone.
+func (q *Queue) Activate(ctx context.Context, d Delivery, a Activation) {
+	if !q.claim(q.activating, d.ID) {
+		return
+	}
+	defer q.release(q.activating, d.ID)
+	unlock, err := q.sideLock(ctx, d.LocusID)
+	if err != nil {
+		return
+	}
+	// Still current? (It may have been settled while waiting for the lock.)
+	cur, l, err := q.loadCurrent(ctx, d.ID)
+	if err != nil {
+		unlock()
+		return
+	}
+	if cur.WorkingReaction == "" {
+		if rid := a.React(ctx, cur); rid != "" {
+			err := q.st.Update(ctx, func(tx *store.Tx) error {
+				x, _, err := currentIn(tx, d.ID)
+				if err != nil {
+					return err
+				}
+				x.WorkingReaction = rid
+				return colDelivery.Put(tx, deliveryKey(x.LocusID, x.Seq), x)
+			})
+			if err != nil {
+				// Settled meanwhile: take the reaction back.
+				a.Unreact(ctx, cur, rid)
+			}
+		}
+	}
+	q.spool.Fetch(ctx, cur.ID, cur.Images, func(ctx context.Context, key string) ([]byte, error) {
+		return a.Download(ctx, cur, key)
+	})
+	q.markReady(cur.ID)
+	if q.st.Shared() {
+		if err := q.announceReady(ctx, cur.ID); err != nil {
+			q.cfg.Logger.Warn("lark: the activation could not be announced", "delivery", cur.ID, "err", err.Error())
+		}
+	}
+	unlock()
+	if a.Start != nil {
+		a.Start(cur, l)
+	}
+}
+
+// announceReady records that Delivery id's activation is done, for Current on every replica.
+func (q *Queue) announceReady(ctx context.Context, id string) error {
+	return q.st.Update(context.WithoutCancel(ctx), func(tx *store.Tx) error {
+		if err := colReady.PutTTL(tx, id, true, q.cfg.MaxDeadline+time.Hour); err != nil {
 			return err
 		}
-		x.WorkingReaction = rid
-		return colDelivery.Put(tx, deliveryKey(x.LocusID, x.Seq), x)
+		return tx.Notify(q.cfg.Topic, noteReady+id)
 	})
 }
 
-// WorkingReaction is the working reaction recorded on d now (the activation may have recorded
-// it after d was read), or d's own when it cannot be read.
-func (q *Queue) WorkingReaction(ctx context.Context, d Delivery) string {
+// AfterSettle runs f for settled Delivery d under its Locus's side lock (so that it never
+// overtakes an activation still under way), with the working reaction recorded on d now (the
+// activation may have recorded it after d was read). It does nothing when ctx ends before the
+// lock is free.
+func (q *Queue) AfterSettle(ctx context.Context, d Delivery, f func(working string)) {
+	unlock, err := q.sideLock(ctx, d.LocusID)
+	if err != nil {
+		return
+	}
+	defer unlock()
 	working := d.WorkingReaction
 	_ = q.st.View(ctx, func(tx *store.Tx) error {
 		if x, err := colDelivery.Get(tx, deliveryKey(d.LocusID, d.Seq)); err == nil {
@@ -176,22 +246,7 @@ func (q *Queue) WorkingReaction(ctx context.Context, d Delivery) string {
 		}
 		return nil
 	})
-	return working
-}
-
-// Activated marks Delivery id's activation done: Current stops waiting for it, here and (over a
-// shared store: lark-ready/<id> and the note "ready <id>") on every replica.
-func (q *Queue) Activated(ctx context.Context, id string) error {
-	q.markReady(id)
-	if !q.st.Shared() {
-		return nil
-	}
-	return q.st.Update(context.WithoutCancel(ctx), func(tx *store.Tx) error {
-		if err := colReady.PutTTL(tx, id, true, q.cfg.MaxDeadline+time.Hour); err != nil {
-			return err
-		}
-		return tx.Notify(q.cfg.Topic, noteReady+id)
-	})
+	f(working)
 }
 
 // Notes of the queue on its topic (shared stores).

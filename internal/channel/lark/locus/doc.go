@@ -42,10 +42,12 @@
 //     Locus) appends it. An idle Locus makes it current at once; otherwise it waits, queued,
 //     behind at most MaxQueue others (ErrQueueFull beyond that).
 //   - Current: accepted now (AcceptedAt), with a Deadline InitialDeadline away. Extend moves the
-//     deadline, never back and never past MaxDeadline after acceptance. The caller activates it
-//     (BeginActivate, SideLock, SetWorkingReaction, the Spool, then Activated, which ends the
-//     wait of Current here and, over a shared store, on every replica: lark-ready and the note
-//     "ready <id>"). A built-in turn is recorded with StartRun.
+//     deadline, never back and never past MaxDeadline after acceptance. Activate activates it,
+//     once per process at a time and under the Locus's side lock, with the caller's Lark side
+//     (Activation): the working reaction, recorded on it (taken back when it was settled
+//     meanwhile), its images into the Spool, and the end of Current's wait, here and over a
+//     shared store on every replica (lark-ready and the note "ready <id>"); then the caller's
+//     executor starts. A built-in turn is recorded with StartRun.
 //   - Settle ends it with an Outcome, once: a claim in this process and, over a shared store,
 //     the lark-settling mark. It checks that the Delivery is still current (and the caller's
 //     Check), sends the reply through the caller's Send (an error leaves it current), removes
@@ -53,6 +55,8 @@
 //     question and answer to the child's history, makes the next queued Delivery current, and
 //     prunes; over a shared store it also clears lark-ready and notes "settled <id>". Then any
 //     run of it is stopped. Settle returns the next Delivery; starting it is the caller's.
+//     AfterSettle then runs the caller's reaction swap under the side lock, with the working
+//     reaction as recorded by then.
 //   - FailQueued fails the queued ones (an archive does this before settling the current one,
 //     so that no next one starts), ArchiveIdle then archives the Locus and its child and frees
 //     its entry. Overdue lists the current Deliveries past their deadline, for the caller's
@@ -65,8 +69,8 @@
 // # Locks
 //
 // mu guards the four maps (settling, activating, runs, ready) and is never held across a store
-// call. The keyed locks serialise a Locus's side effects ("locus:<id>", SideLock: activation
-// and settlement never overtake each other) and, for the channel, a session's Q&A group
-// ("qa:<session>", Lock). A settlement takes its claims first, then the side lock only around
-// the image removal and its transaction.
+// call. The keyed locks serialise a Locus's side effects ("locus:<id>": Activate, the image
+// removal and transaction of Settle, AfterSettle; activation and settlement never overtake
+// each other) and, for the channel, a session's Q&A group ("qa:<session>", Lock). A
+// settlement takes its claims first, then the side lock.
 package locus

@@ -3,6 +3,8 @@ package locus
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -39,6 +41,8 @@ type Config struct {
 	Topic string
 	// Now is the clock; nil means time.Now in UTC.
 	Now func() time.Time
+	// Logger receives operational logs (never message text); nil discards them.
+	Logger *slog.Logger
 }
 
 // Queue is the Loci's durable queue of Deliveries and what this process knows of them: the
@@ -72,6 +76,9 @@ type Queue struct {
 func New(st *store.Store, cfg Config, sp *spool.Spool) *Queue {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	return &Queue{st: st, cfg: cfg, spool: sp,
 		settling: map[string]bool{}, runs: map[string]context.CancelFunc{},
@@ -227,13 +234,6 @@ func childLocus(tx *store.Tx, childID string) (Locus, error) {
 	return getLocus(tx, ch.LocusID)
 }
 
-// BeginActivate claims the activation of Delivery id in this process; false when one is under
-// way. EndActivate gives the claim up.
-func (q *Queue) BeginActivate(id string) bool { return q.claim(q.activating, id) }
-
-// EndActivate gives up the claim of BeginActivate.
-func (q *Queue) EndActivate(id string) { q.release(q.activating, id) }
-
 // claim adds id to set (settling or activating) unless it is there already.
 func (q *Queue) claim(set map[string]bool, id string) bool {
 	q.mu.Lock()
@@ -311,9 +311,9 @@ func (q *Queue) forgetReady(id string) {
 	q.mu.Unlock()
 }
 
-// SideLock serialises the Lark side effects of one Locus (reactions, spool) so that a
+// sideLock serialises the Lark side effects of one Locus (reactions, spool) so that a
 // Delivery's settlement never overtakes its activation.
-func (q *Queue) SideLock(ctx context.Context, locusID string) (func(), error) {
+func (q *Queue) sideLock(ctx context.Context, locusID string) (func(), error) {
 	return q.Lock(ctx, "locus:"+locusID)
 }
 

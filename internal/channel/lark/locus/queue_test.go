@@ -496,11 +496,63 @@ func TestCurrentWaitsForTheActivation(t *testing.T) {
 		v, _ := f.q.Current(ctx, l.ChildID, true)
 		got <- v
 	}()
-	if err := f.q.Activated(ctx, d.ID); err != nil {
-		t.Fatal(err)
+	reacted, started := 0, 0
+	a := Activation{
+		React:   func(context.Context, Delivery) string { reacted++; return "rid-1" },
+		Unreact: func(context.Context, Delivery, string) { t.Error("a current Delivery's reaction was taken back") },
+		Download: func(context.Context, Delivery, string) ([]byte, error) {
+			return nil, errors.New("no images expected")
+		},
+		Start: func(cur Delivery, sl Locus) {
+			started++
+			if cur.ID != d.ID || sl.ID != l.ID {
+				t.Errorf("started %s of %s, want %s of %s", cur.ID, sl.ID, d.ID, l.ID)
+			}
+		},
 	}
+	f.q.Activate(ctx, d, a)
 	if v := <-got; v.ID != d.ID || v.State != DeliveryCurrent {
 		t.Fatalf("after the activation: %+v", v)
+	}
+	// Activated again (a restart's resume): the reaction recorded is kept, the executor starts
+	// again.
+	f.q.Activate(ctx, d, a)
+	if cur, _, err := f.q.loadCurrent(ctx, d.ID); err != nil || cur.WorkingReaction != "rid-1" || reacted != 1 || started != 2 {
+		t.Fatalf("working reaction %q, %d reactions, %d starts (%v)", cur.WorkingReaction, reacted, started, err)
+	}
+}
+
+// A Delivery settled while its activation adds the working reaction (by another replica,
+// which does not share this process's side lock) gets the reaction taken back.
+func TestActivationOfADeliverySettledMeanwhile(t *testing.T) {
+	f := newFixture(t, Config{})
+	f.locus("oc_late")
+	d := f.mustEnqueue("oc_late", "q")
+	ctx := context.Background()
+	var undone string
+	f.q.Activate(ctx, d, Activation{
+		React: func(context.Context, Delivery) string {
+			err := f.st.Update(ctx, func(tx *store.Tx) error {
+				x := d
+				x.State = DeliveryFailed
+				return colDelivery.Put(tx, deliveryKey(x.LocusID, x.Seq), x)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return "rid-late"
+		},
+		Unreact:  func(_ context.Context, _ Delivery, rid string) { undone = rid },
+		Download: func(context.Context, Delivery, string) ([]byte, error) { return nil, nil },
+		Start:    func(Delivery, Locus) {},
+	})
+	if undone != "rid-late" {
+		t.Fatalf("the reaction taken back: %q, want rid-late", undone)
+	}
+	var working string
+	f.q.AfterSettle(ctx, d, func(w string) { working = w })
+	if working != "" {
+		t.Fatalf("a reaction was recorded on a settled Delivery: %q", working)
 	}
 }
 
