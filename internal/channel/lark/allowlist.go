@@ -123,9 +123,9 @@ func (c *Channel) Disallow(ctx context.Context, openID string) error {
 func isAllowed(tx *store.Tx, openID string) (bool, error) { return colAllow.Has(tx, openID) }
 
 // ownerOpenID returns the owner's open_id, or "".
-func (c *Channel) ownerOpenID(ctx context.Context) (string, error) {
+func ownerOpenID(ctx context.Context, st *store.Store) (string, error) {
 	owner := ""
-	err := c.st.View(ctx, func(tx *store.Tx) error {
+	err := st.View(ctx, func(tx *store.Tx) error {
 		return colAllow.Each(tx, "", store.ScanOptions{}, func(_ string, e AllowEntry) error {
 			if e.Owner {
 				owner = e.OpenID

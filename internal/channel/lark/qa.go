@@ -40,7 +40,7 @@ func (c *Channel) QAAvailability(ctx context.Context) (bool, string) {
 	if b, p := c.available(); b == nil {
 		return false, "the Lark channel is unavailable: " + p
 	}
-	owner, err := c.ownerOpenID(ctx)
+	owner, err := ownerOpenID(ctx, c.st)
 	if err != nil {
 		return false, "the allowlist could not be read"
 	}
@@ -65,7 +65,7 @@ func (c *Channel) OpenQAGroup(ctx context.Context, src QASource) (QAGroup, error
 	person := src.OpenID
 	if person == "" {
 		var err error
-		if person, err = c.ownerOpenID(ctx); err != nil {
+		if person, err = ownerOpenID(ctx, c.st); err != nil {
 			return QAGroup{}, err
 		}
 		if person == "" {
