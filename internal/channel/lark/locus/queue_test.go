@@ -27,11 +27,20 @@ type fixture struct {
 	now time.Time
 }
 
+// fixtureStore, when set, opens the fixtures' store instead of Badger (shared_test.go).
+var fixtureStore func(t *testing.T) *store.Store
+
 func newFixture(t *testing.T, cfg Config) *fixture {
 	t.Helper()
-	st, err := badgerstore.Open(context.Background(), badgerstore.Options{Dir: t.TempDir(), GCInterval: -1})
-	if err != nil {
-		t.Fatal(err)
+	var st *store.Store
+	if fixtureStore != nil {
+		st = fixtureStore(t)
+	} else {
+		var err error
+		st, err = badgerstore.Open(context.Background(), badgerstore.Options{Dir: t.TempDir(), GCInterval: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 	t.Cleanup(func() { _ = st.Close() })
 	f := &fixture{t: t, st: st, now: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
@@ -52,6 +61,12 @@ func newFixture(t *testing.T, cfg Config) *fixture {
 	}
 	if cfg.Executor == "" {
 		cfg.Executor = ExecutorExternal
+	}
+	if cfg.Topic == "" {
+		cfg.Topic = "lark"
+	}
+	if cfg.SettleTTL == 0 {
+		cfg.SettleTTL = time.Minute
 	}
 	cfg.Now = f.clock
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
