@@ -74,7 +74,8 @@ func (i *instance) budgetRefused() bool {
 // module whose instances can be reused takes the snapshot.
 func (m *module) newInstance(ctx context.Context) (*instance, error) {
 	m.made.Add(1)
-	alloc := &memAllocator{budget: m.x.budget, untracked: m.x.untracked}
+	snap := m.snap.Load()
+	alloc := &memAllocator{budget: m.x.budget, untracked: m.x.untracked, lazy: snap != nil && snap.cloneable}
 	out := &capBuffer{max: maxStderr}
 	mount := &lateMount{}
 	p, err := m.cp.Instance(withMemory(ctx, alloc), extism.PluginInstanceConfig{ModuleConfig: moduleConfig(out, mount)})
@@ -100,9 +101,14 @@ func (m *module) newInstance(ctx context.Context) (*instance, error) {
 		inst.close()
 		return nil, fmt.Errorf("%w: instantiate module %s: %v", runtime.ErrTrap, m.sha[:12], err)
 	}
-	if s := m.snap.Load(); s != nil && s.cloneable {
-		err = inst.clone(s)
+	if snap != nil && snap.cloneable {
+		err = inst.clone(snap)
 		m.cloned.Add(1)
+		for _, mem := range []*mmapMemory{inst.gmem, inst.kmemory} {
+			if mem != nil {
+				mem.lazy = false // a run's growth is made resident as it happens
+			}
+		}
 	} else {
 		err = m.initialise(ctx, inst)
 	}

@@ -170,10 +170,10 @@ func TestResetRestoresExactly(t *testing.T) {
 				if err := inst.reset(); err != nil {
 					t.Fatal(err)
 				}
-				if !bytes.Equal(inst.gmem.buf[:inst.gmem.len], s.guest) || inst.guest.Memory().Size() != uint32(len(s.guest)) {
+				if !bytes.Equal(inst.gmem.buf[:inst.gmem.len], s.guest.bytes()) || inst.guest.Memory().Size() != uint32(s.guest.len()) {
 					t.Fatalf("run %d: the guest's memory is not the snapshot's after the reset", r)
 				}
-				if !bytes.Equal(inst.kmemory.buf[:inst.kmemory.len], s.kernel) || inst.kmem.Size() != uint32(len(s.kernel)) {
+				if !bytes.Equal(inst.kmemory.buf[:inst.kmemory.len], s.kernel.bytes()) || inst.kmem.Size() != uint32(s.kernel.len()) {
 					t.Fatalf("run %d: the kernel's memory is not the snapshot's after the reset", r)
 				}
 				for k, gl := range inst.globals {

@@ -13,7 +13,7 @@ func hugePages([]byte) {}
 // Writes are not tracked here: a reset copies the whole snapshot back.
 func track([]byte) bool                            { return false }
 func writeProtect([]byte)                          {}
-func restoreWritten([]byte, int, []byte, bool) int { panic("wasm: no write tracking") }
+func restoreWritten([]byte, int, *image, bool) int { panic("wasm: no write tracking") }
 
 func drop(b []byte, _ bool) {
 	for i := range b {

@@ -177,23 +177,23 @@ func writeProtect(b []byte) {
 // pages (it made a Go guest's reset 25 µs instead of 8, and was paid at every reset, since the
 // copy itself marked the pages written again). With rearm it protects buf[:n] after the copy,
 // so that the pages written from then on are again only those the next runs write.
-func restoreWritten(buf []byte, n int, snap []byte, rearm bool) int {
+func restoreWritten(buf []byte, n int, snap *image, rearm bool) int {
 	t := tracker()
 	var vec [128]pageRegion
 	regions, err := t.scan(buf[:n], vec[:])
 	if err != nil { // cannot happen once probed; be safe
-		copy(buf[:len(snap)], snap)
-		return len(snap)
+		snap.copyTo(buf, 0, snap.len())
+		return snap.len()
 	}
 	base := addr(buf)
 	copied := 0
 	for _, r := range regions {
 		s, e := int(r.start-base), int(r.end-base)
-		if s >= len(snap) {
+		if s >= snap.len() {
 			continue
 		}
-		e = min(e, len(snap))
-		copy(buf[s:e], snap[s:e])
+		e = min(e, snap.len())
+		snap.copyTo(buf, s, e)
 		copied += e - s
 	}
 	if rearm {

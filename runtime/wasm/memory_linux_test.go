@@ -20,10 +20,11 @@ func TestRestoreWritten(t *testing.T) {
 		b[i] = byte(i / osPage)
 	}
 	snap := bytes.Clone(b)
+	im := newImage(snap)
 	m.protect()
 	reset := func(name string, wantCopied int) {
 		t.Helper()
-		if got := m.restore(snap); got != wantCopied {
+		if got := m.restore(im); got != wantCopied {
 			t.Fatalf("%s: %d bytes copied back, want %d", name, got, wantCopied)
 		}
 		if !bytes.Equal(m.buf[:m.len], snap) {

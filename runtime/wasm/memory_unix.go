@@ -34,6 +34,8 @@ type memAllocator struct {
 	budget *memBudget
 	// untracked: no write tracking (tests of the copy-everything reset).
 	untracked bool
+	// lazy: the memories start lazy (mmapMemory.lazy), for an instance made from a snapshot.
+	lazy bool
 }
 
 // withMemory returns ctx with a, for instantiating modules.
@@ -42,7 +44,7 @@ func withMemory(ctx context.Context, a *memAllocator) context.Context {
 }
 
 func (a *memAllocator) Allocate(_, max uint64) experimental.LinearMemory {
-	m := &mmapMemory{max: max, budget: a.budget, untracked: a.untracked}
+	m := &mmapMemory{max: max, budget: a.budget, untracked: a.untracked, lazy: a.lazy}
 	a.mu.Lock()
 	a.mems = append(a.mems, m)
 	a.mu.Unlock()
@@ -90,6 +92,10 @@ type mmapMemory struct {
 	// started: Reallocate was called (the first call is the instantiation's); failed: the
 	// mapping failed, and buf is a Go slice of the initial size only.
 	started, failed bool
+	// lazy: growing does not make the new pages resident. An instance made from a snapshot is
+	// lazy until it is ready (newInstance), so that the snapshot's zero pages (image) take no
+	// memory until a run writes them.
+	lazy bool
 }
 
 // Reallocate implements experimental.LinearMemory: the first call maps max bytes (at least one
@@ -137,7 +143,9 @@ func (m *mmapMemory) Reallocate(size uint64) []byte {
 			}
 			m.charged += grow
 		}
-		populate(m.buf[old:size])
+		if !m.lazy {
+			populate(m.buf[old:size])
+		}
 	}
 	m.len = int(size)
 	return m.buf[:size:m.max]
@@ -172,8 +180,8 @@ const (
 // restore makes the memory's first len(snap) bytes snap again and drops what lies past them
 // (the caller then sets the memory's length back, wazerox.SetMemoryLen). It returns how many
 // bytes it copied.
-func (m *mmapMemory) restore(snap []byte) int {
-	n := len(snap)
+func (m *mmapMemory) restore(snap *image) int {
+	n := snap.len()
 	copied := 0
 	if m.tracked {
 		// Protect the memory again now and then, and when the pages found written grew past
@@ -183,7 +191,7 @@ func (m *mmapMemory) restore(snap []byte) int {
 		m.resets++
 		m.lastCopied = copied
 	} else {
-		copy(m.buf[:n], snap)
+		snap.copyTo(m.buf, 0, n)
 		copied = n
 	}
 	if m.len > n {

@@ -228,6 +228,9 @@ func (m *module) compile() {
 		m.err = fmt.Errorf("%w: module %s does not compile: %v", runtime.ErrTrap, m.sha[:12], err)
 		return
 	}
+	// The rewritten bytes are compiled; keeping them would cost their size (3.6 MB for a Go
+	// guest) for every module held.
+	prep.info.Wasm = nil
 	m.cp, m.cache, m.info = cp, cache, prep.info
 	m.x.wg.Add(1)
 	go func() {

@@ -42,7 +42,7 @@ func (m *module) take(ctx context.Context) (*instance, error) {
 	// A new instance needs at least the snapshot's memory: refused at once when the budget
 	// cannot hold it (otherwise the instantiation fails on it, also with the budget's error).
 	if s := m.snap.Load(); s != nil {
-		if need := len(s.guest) + len(s.kernel); !m.x.budget.fits(need) {
+		if need := s.guest.len() + s.kernel.len(); !m.x.budget.fits(need) {
 			return nil, budgetError(m.x.budget, need)
 		}
 	}

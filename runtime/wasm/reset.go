@@ -3,7 +3,6 @@ package wasm
 import (
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/pixie-dev/pixie/runtime/wasm/internal/wazerox"
 )
@@ -45,7 +44,7 @@ import (
 
 // snapshot is a module's state after initialisation.
 type snapshot struct {
-	guest, kernel []byte   // linear memories (guest is nil for a guest without memory)
+	guest, kernel *image   // linear memories (guest is nil for a guest without memory)
 	globals       []uint64 // in instance.globals' order
 	cloneable     bool
 	// charged is what the memory budget was charged for the snapshot's bytes.
@@ -64,14 +63,14 @@ func (s *snapshot) release(b *memBudget) {
 func (i *instance) takeSnapshot(b *memBudget) (*snapshot, error) {
 	s := &snapshot{}
 	if i.gmem != nil {
-		s.guest = slices.Clone(i.gmem.buf[:i.gmem.len])
+		s.guest = newImage(i.gmem.buf[:i.gmem.len])
 	}
-	s.kernel = slices.Clone(i.kmemory.buf[:i.kmemory.len])
+	s.kernel = newImage(i.kmemory.buf[:i.kmemory.len])
 	for _, g := range i.globals {
 		s.globals = append(s.globals, g.Get())
 	}
 	if b != nil {
-		s.charged = len(s.guest) + len(s.kernel)
+		s.charged = s.guest.kept() + s.kernel.kept()
 		if !b.take(s.charged) {
 			s.charged = 0
 			return nil, errors.New("the memory budget has no room for its snapshot")
@@ -80,12 +79,13 @@ func (i *instance) takeSnapshot(b *memBudget) (*snapshot, error) {
 	return s, nil
 }
 
-// clone gives a freshly instantiated inst the snapshot's memories and globals.
+// clone gives a freshly instantiated inst the snapshot's memories and globals. Its memories
+// are still lazy (newInstance): the snapshot's zero pages stay untouched.
 func (i *instance) clone(s *snapshot) error {
 	i.cloned = true
 	for _, mm := range []struct {
 		mem  *mmapMemory
-		snap []byte
+		snap *image
 		api  interface {
 			Size() uint32
 			Grow(uint32) (uint32, bool)
@@ -94,12 +94,13 @@ func (i *instance) clone(s *snapshot) error {
 		if mm.mem == nil {
 			continue
 		}
-		if size := mm.api.Size(); uint32(len(mm.snap)) > size {
-			if _, ok := mm.api.Grow((uint32(len(mm.snap)) - size) / 65536); !ok {
-				return fmt.Errorf("the memory cannot grow to the snapshot's %d bytes", len(mm.snap))
+		dirty := mm.mem.len // what instantiation wrote lies in the memory's initial size
+		if size := mm.api.Size(); uint32(mm.snap.len()) > size {
+			if _, ok := mm.api.Grow((uint32(mm.snap.len()) - size) / 65536); !ok {
+				return fmt.Errorf("the memory cannot grow to the snapshot's %d bytes", mm.snap.len())
 			}
 		}
-		copy(mm.mem.buf[:len(mm.snap)], mm.snap)
+		mm.snap.fill(mm.mem.buf, dirty)
 	}
 	for k, g := range i.globals {
 		g.Set(s.globals[k])
@@ -124,12 +125,12 @@ func (i *instance) reset() error {
 	i.copied = 0
 	if i.gmem != nil {
 		i.copied += i.gmem.restore(s.guest)
-		if err := wazerox.SetMemoryLen(i.guest.Memory(), uint32(len(s.guest))); err != nil {
+		if err := wazerox.SetMemoryLen(i.guest.Memory(), uint32(s.guest.len())); err != nil {
 			return err
 		}
 	}
 	i.copied += i.kmemory.restore(s.kernel)
-	if err := wazerox.SetMemoryLen(i.kmem, uint32(len(s.kernel))); err != nil {
+	if err := wazerox.SetMemoryLen(i.kmem, uint32(s.kernel.len())); err != nil {
 		return err
 	}
 	for k, g := range i.globals {

@@ -185,7 +185,10 @@ func (m *module) body(out, fn []byte, params uint32) ([]byte, error) {
 				out = m.charge(out, tableShift, s32)
 			}
 			switch sub {
+			case fcMemoryInit:
+				m.segIndexed = true
 			case fcDataDrop:
+				m.segIndexed = true
 				m.notResettable("it drops a data segment (data.drop)")
 			case fcElemDrop:
 				m.notResettable("it drops an element segment (elem.drop)")

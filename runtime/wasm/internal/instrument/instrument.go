@@ -156,6 +156,12 @@ type module struct {
 	res         *Result
 	// ready: scan is done, indices can be checked and renumbered.
 	ready bool
+	// What data.go needs to know before it may join data segments: the initial size of the
+	// module's own memory (memPages, when memDefined), and whether anything names a data
+	// segment by its index (segIndexed: memory.init or data.drop in the code, a data count
+	// section, data segment names); codeDone is set once the code section was rewritten.
+	memDefined, segIndexed, codeDone bool
+	memPages                         uint32
 }
 
 // shift renumbers a function index of the original module.
@@ -190,6 +196,7 @@ func Rewrite(wasm []byte) (*Result, error) {
 	for _, s := range secs {
 		have[s.id] = true
 	}
+	m.codeDone = !have[secCode] // no code: nothing can name a data segment
 	emitted := map[byte]bool{}
 	// insertMissing adds the sections the rewrite needs, when the module has none, before the
 	// first section that must follow them.
@@ -229,6 +236,7 @@ func Rewrite(wasm []byte) (*Result, error) {
 			payload, err = m.elements(s.payload)
 		case secCode:
 			payload, err = m.code(s.payload)
+			m.codeDone = true
 		case secData:
 			payload, err = m.data(s.payload)
 		default:
@@ -292,6 +300,12 @@ func (m *module) scan(secs []section) error {
 	for _, s := range secs {
 		r := &reader{b: s.payload}
 		switch s.id {
+		case secDataCnt:
+			m.segIndexed = true
+		case secCustom:
+			if s.name == "name" && namesData(s.payload) {
+				m.segIndexed = true
+			}
 		case secType:
 			n, err := r.u32()
 			if err != nil {
@@ -419,14 +433,19 @@ func (m *module) scan(secs []section) error {
 			if err != nil {
 				return err
 			}
-			for range n {
-				if err := r.limits(); err != nil {
+			for k := range n {
+				min, err := r.limitsMin()
+				if err != nil {
 					return err
+				}
+				if k == 0 {
+					m.memPages = min
 				}
 			}
 			if !r.done() {
 				return fail("trailing bytes in the memory section")
 			}
+			m.memDefined = n == 1
 			m.res.HasMemory = m.res.HasMemory || n > 0
 		case secGlobal:
 			n, err := r.u32()
@@ -666,46 +685,6 @@ func (m *module) elements(payload []byte) ([]byte, error) {
 		return nil, fail("trailing bytes in the element section")
 	}
 	return out, nil
-}
-
-// data checks the offsets of data segments (they may name globals) and copies the section.
-func (m *module) data(payload []byte) ([]byte, error) {
-	r := &reader{b: payload}
-	n, err := r.u32()
-	if err != nil {
-		return nil, err
-	}
-	for range n {
-		flags, err := r.u32()
-		if err != nil {
-			return nil, err
-		}
-		switch flags {
-		case 0, 2:
-			if flags == 2 {
-				if _, err := r.u32(); err != nil {
-					return nil, err
-				}
-			}
-			if err := m.skipConst(r); err != nil {
-				return nil, err
-			}
-		case 1:
-		default:
-			return nil, fail("unknown data segment flags %d", flags)
-		}
-		size, err := r.u32()
-		if err != nil {
-			return nil, err
-		}
-		if _, err := r.bytes(int(size)); err != nil {
-			return nil, err
-		}
-	}
-	if !r.done() {
-		return nil, fail("trailing bytes in the data section")
-	}
-	return payload, nil
 }
 
 // skipConst reads a constant expression, checking its indices.

@@ -159,23 +159,29 @@ func (r *reader) valType() (byte, error) {
 // limits reads table or memory limits: flags (bit 0: a maximum follows; bit 1: shared),
 // minimum and maximum.
 func (r *reader) limits() error {
+	_, err := r.limitsMin()
+	return err
+}
+
+// limitsMin reads limits and returns their minimum.
+func (r *reader) limitsMin() (uint32, error) {
 	flags, err := r.byte()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if flags > 3 {
-		return fail("unknown limits flags %d", flags)
+		return 0, fail("unknown limits flags %d", flags)
 	}
-	n := 1
+	min, err := r.u32()
+	if err != nil {
+		return 0, err
+	}
 	if flags&1 != 0 {
-		n = 2
-	}
-	for range n {
 		if _, err := r.u32(); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	return nil
+	return min, nil
 }
 
 func appendU32(b []byte, v uint32) []byte {
