@@ -1,7 +1,7 @@
 // Package store owns Pixie's persistent state: a portable transactional key-value API with typed
 // JSON collections, over a small Driver interface. The production driver is Badger v4
-// (internal/store/badgerstore, SyncWrites on, so a nil error from Update means the write is on
-// disk); the conformance suite in internal/store/storetest runs against every driver.
+// (internal/store/badgerstore: a nil error from Update means the write is on disk; from
+// UpdateLazy, that it survives the process but not yet a power loss); the conformance suite in internal/store/storetest runs against every driver.
 //
 // This package imports no database: domain packages and the server depend on it without pulling
 // Badger in (see the import-rule test). Driver errors never leak out of it: a driver reports
@@ -148,6 +148,31 @@ func (s *Store) Update(ctx context.Context, fn func(tx *Tx) error) error {
 	return s.update(ctx, "", fn)
 }
 
+// UpdateLazy is Update for writes that need not be on disk when it returns (a gate's run
+// records, written by the thousand per second): the commit is visible at once and atomic as
+// any other, but the driver does not wait for the disk. Over Badger it survives a crash of the
+// process (the log is a shared mapping the kernel writes back) and reaches the disk with the
+// next Update, at Close, or when the kernel writes it back (about 30 s); a power loss or a
+// kernel crash before that loses it. Over PostgreSQL it is an asynchronous commit
+// (synchronous_commit off), with the same bound. A driver without LazyDriver commits as Update.
+//
+// Waiting for the disk blocks the committing thread for the sync, a millisecond or more, and the
+// Go scheduler gives its processor to other goroutines only when it notices: on a two-core
+// server that held one processor of two often enough to double a WASM gate's p99 at 8
+// connections (docs/RATIONALE.md).
+func (s *Store) UpdateLazy(ctx context.Context, fn func(tx *Tx) error) error {
+	return s.update(ctx, lazyLock, fn)
+}
+
+// lazyLock is the lock argument of update that means UpdateLazy.
+const lazyLock = "\x00lazy"
+
+// LazyDriver is implemented by a driver that can commit without waiting for the disk
+// (UpdateLazy).
+type LazyDriver interface {
+	UpdateLazy(ctx context.Context, fn func(DriverTx) error) error
+}
+
 // UpdateSerial is Update for transactions that all touch one hot key (a queue's revision):
 // over a SharedDriver it runs them one at a time across every process sharing the store,
 // queued on a lock called lock, instead of letting them collide and be retried. Over an
@@ -169,9 +194,13 @@ func (s *Store) update(ctx context.Context, lock string, fn func(tx *Tx) error) 
 			return fn(tx)
 		}
 		var err error
-		if lock != "" && serial {
+		ld, lazy := s.d.(LazyDriver)
+		switch {
+		case lock == lazyLock && lazy:
+			err = ld.UpdateLazy(ctx, run)
+		case lock != "" && lock != lazyLock && serial:
 			err = sd.UpdateSerial(ctx, lock, run)
-		} else {
+		default:
 			err = s.d.Update(ctx, run)
 		}
 		if err == nil {

@@ -27,14 +27,17 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Open opens (creating if needed) the Badger database in opts.Dir with SyncWrites on and
-// starts its GC loop. Close the returned store to stop the loop and flush.
+// Open opens (creating if needed) the Badger database in opts.Dir and starts its GC loop.
+// Close the returned store to stop the loop and flush.
+//
+// Badger's SyncWrites is off; Update syncs after its commit instead (so a nil error still means
+// the write is on disk), and UpdateLazy does not (store.UpdateLazy).
 func Open(ctx context.Context, opts Options) (*store.Store, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("badgerstore: no directory")
 	}
 	bo := badger.DefaultOptions(opts.Dir).
-		WithSyncWrites(true).
+		WithSyncWrites(false).
 		WithLogger(logAdapter{opts.Logger}).
 		WithNumVersionsToKeep(1).
 		// Small tables and memtables: Pixie's data is small, and 2-core machines with many
@@ -104,8 +107,22 @@ func (d *driver) Update(ctx context.Context, fn func(store.DriverTx) error) erro
 	if d.db.IsClosed() {
 		return store.ErrClosed
 	}
-	err := d.db.Update(func(txn *badger.Txn) error { return fn(tx{txn}) })
-	return mapErr(err)
+	if err := d.db.Update(func(txn *badger.Txn) error { return fn(tx{txn}) }); err != nil {
+		return mapErr(err)
+	}
+	// The write-ahead log and the value log, with every commit before this one (lazy ones
+	// included).
+	return mapErr(d.db.Sync())
+}
+
+// UpdateLazy commits without syncing: the logs are shared mappings of their files, so the
+// commit survives the process, and reaches the disk with the next sync or the kernel's
+// write-back (store.UpdateLazy).
+func (d *driver) UpdateLazy(ctx context.Context, fn func(store.DriverTx) error) error {
+	if d.db.IsClosed() {
+		return store.ErrClosed
+	}
+	return mapErr(d.db.Update(func(txn *badger.Txn) error { return fn(tx{txn}) }))
 }
 
 func (d *driver) View(ctx context.Context, fn func(store.DriverTx) error) error {

@@ -219,6 +219,24 @@ func (d *driver) Update(ctx context.Context, fn func(store.DriverTx) error) erro
 	return d.run(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable}, fn)
 }
 
+// UpdateLazy runs fn in a SERIALIZABLE transaction committed asynchronously
+// (synchronous_commit off for it alone): PostgreSQL answers the commit before its WAL is
+// flushed, and flushes it within wal_writer_delay times three (store.UpdateLazy).
+func (d *driver) UpdateLazy(ctx context.Context, fn func(store.DriverTx) error) error {
+	if d.isClosed() {
+		return store.ErrClosed
+	}
+	ptx, err := d.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
+	if err != nil {
+		return d.mapErr(err)
+	}
+	if _, err := ptx.Exec(ctx, "SET LOCAL synchronous_commit TO OFF"); err != nil {
+		_ = ptx.Rollback(context.WithoutCancel(ctx))
+		return d.mapErr(err)
+	}
+	return d.finish(ctx, ptx, fn)
+}
+
 // UpdateSerial runs fn in a SERIALIZABLE transaction on a connection that holds the session
 // advisory lock of lock from before BEGIN until after the commit: transactions on one lock run
 // one after another across every process, and each one's snapshot includes the previous one's

@@ -376,6 +376,39 @@ func Run(t *testing.T, open Opener) {
 			t.Fatalf("a lone store must lead: %v %v", ok, err)
 		}
 	})
+	t.Run("lazy-update", func(t *testing.T) {
+		dir := t.TempDir()
+		s := open(t, dir)
+		must(t, s.UpdateLazy(ctx, func(tx *store.Tx) error { return items.Put(tx, "lazy", item{"L", 1}) }))
+		var got item
+		must(t, s.View(ctx, func(tx *store.Tx) (err error) { got, err = items.Get(tx, "lazy"); return }))
+		if got != (item{"L", 1}) {
+			t.Fatalf("a lazy commit is not visible at once: %+v", got)
+		}
+		// Atomic as any other: a callback's error commits nothing.
+		boom := errors.New("boom")
+		if err := s.UpdateLazy(ctx, func(tx *store.Tx) error {
+			if err := items.Put(tx, "half", item{"H", 1}); err != nil {
+				return err
+			}
+			return boom
+		}); !errors.Is(err, boom) {
+			t.Fatalf("lazy update: %v, want the callback's error", err)
+		}
+		if err := s.View(ctx, func(tx *store.Tx) error { _, err := items.Get(tx, "half"); return err }); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("a failed lazy update left a write behind: %v", err)
+		}
+		must(t, s.Close())
+		if err := s.UpdateLazy(ctx, func(tx *store.Tx) error { return nil }); !errors.Is(err, store.ErrClosed) {
+			t.Fatalf("lazy update after close: %v, want ErrClosed", err)
+		}
+		s2 := open(t, dir)
+		defer s2.Close()
+		must(t, s2.View(ctx, func(tx *store.Tx) (err error) { got, err = items.Get(tx, "lazy"); return }))
+		if got != (item{"L", 1}) {
+			t.Fatalf("a lazy commit is lost by a clean close: %+v", got)
+		}
+	})
 	t.Run("reopen-keeps-data", func(t *testing.T) {
 		dir := t.TempDir()
 		s := open(t, dir)
