@@ -69,18 +69,24 @@ func newGateFixture(t testing.TB, answerText string) *gateFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ex, err := bash.New(bash.Config{})
+	ex, err := bash.New(context.Background(), bash.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ex.Close() })
+	t.Cleanup(func() { ex.Close(context.Background()) })
 	home := t.TempDir()
 	f.scripts = filepath.Join(home, "commands")
 	if err := os.Mkdir(f.scripts, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	hs := helper.New(st.Instance(), m, nil, helper.Config{})
-	f.svc = gate.New(st, runtime.Dispatcher{runtime.KindScript: ex}, m, hs, gate.Config{Home: home})
+	hs, err := helper.New(t.Context(), helper.Config{Instance: st.Instance(), Model: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.svc, err = gate.New(t.Context(), gate.Config{Store: st, Exec: runtime.Dispatcher{runtime.KindScript: ex}, Model: m, Helpers: hs, Home: home})
+	if err != nil {
+		t.Fatal(err)
+	}
 	s := New(Config{Token: testToken, Logger: slog.New(slog.NewJSONHandler(f.logs, nil))}, Deps{Store: st, Gates: f.svc, Helpers: hs})
 	f.ts = httptest.NewServer(s.Handler())
 	t.Cleanup(f.ts.Close)

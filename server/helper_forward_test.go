@@ -50,7 +50,10 @@ func TestHelperCallsAreForwardedToTheIssuingReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	svc := helper.New(st.Instance(), nil, nil, helper.Config{})
+	svc, err := helper.New(t.Context(), helper.Config{Instance: st.Instance()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	rs := fakeReplicas{self: svc.Instance(), other: "00ff00ff00ff00ff", otherURL: other.URL}
 	s := New(Config{Token: testToken, Logger: slog.New(slog.DiscardHandler)}, Deps{Store: st, Helpers: svc, Replicas: rs})
 	ts := httptest.NewServer(s.Handler())

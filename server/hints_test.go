@@ -49,7 +49,8 @@ func (e *hintEnv) open(t testing.TB, qcfg hint.Config, scfg Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := hint.New(st, qcfg)
+	qcfg.Store = st
+	q, err := hint.New(context.Background(), qcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +74,7 @@ func (e *hintEnv) close() {
 	}
 	e.stop()
 	<-e.served
-	e.q.Close()
+	e.q.Close(context.Background())
 	e.st.Close()
 	e.stop = nil
 }
@@ -746,11 +747,11 @@ func TestHintEventsEndOnShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	q, err := hint.New(st, hint.Config{})
+	q, err := hint.New(context.Background(), hint.Config{Store: st})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer q.Close()
+	defer q.Close(context.Background())
 	s := New(Config{Token: testToken}, Deps{Store: st, Hints: q})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -41,11 +41,11 @@ func newHookEnv(t *testing.T) *hookEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	q, err := hint.New(st, hint.Config{})
+	q, err := hint.New(context.Background(), hint.Config{Store: st})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { q.Close() })
+	t.Cleanup(func() { q.Close(context.Background()) })
 	e := &hookEnv{hints: q, cwd: t.TempDir()}
 	e.answer.Store("{}")
 	ms := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -61,7 +61,10 @@ func newHookEnv(t *testing.T) *hookEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := gate.New(st, nil, m, nil, gate.Config{Home: t.TempDir()})
+	gs, err := gate.New(t.Context(), gate.Config{Store: st, Model: m, Home: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var set gate.Set
 	p := gate.Preset{Name: "p"}
 	for _, pt := range abi.Points {
@@ -74,7 +77,10 @@ func newHookEnv(t *testing.T) *hookEnv {
 	if _, err := gs.Save(ctx, set); err != nil {
 		t.Fatal(err)
 	}
-	hs := hooks.New(st, gs, q, hooks.Config{DefaultPreset: "empty"})
+	hs, err := hooks.New(t.Context(), hooks.Config{Store: st, Gates: gs, Hints: q, DefaultPreset: "empty"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	s := New(Config{Token: testToken}, Deps{Store: st, Hints: q, Gates: gs, Hooks: hs})
 	e.ts = httptest.NewServer(s.Handler())
 	t.Cleanup(e.ts.Close)

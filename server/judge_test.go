@@ -33,8 +33,12 @@ func newJudgeServer(t *testing.T, env map[string]string) (*httptest.Server, *str
 		Secrets: credentials.Open(t.TempDir()),
 	})
 	logs := &strings.Builder{}
+	j, err := judge.New(t.Context(), judge.Config{PixieModel: noModel, Keys: keys})
+	if err != nil {
+		t.Fatal(err)
+	}
 	s := New(Config{Token: testToken, Logger: slog.New(slog.NewTextHandler(logs, nil))},
-		Deps{Store: st, Judge: judge.New(judge.Config{}, noModel, keys)})
+		Deps{Store: st, Judge: j})
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)
 	return ts, logs

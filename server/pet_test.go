@@ -54,7 +54,7 @@ func newPetEnv(t *testing.T) *petEnv {
 	}
 	t.Cleanup(func() { st.Close() })
 	e.ws = filepath.Join(t.TempDir(), "workspace")
-	svc, err := pet.New(st, nil, m, pet.Config{Workspace: e.ws})
+	svc, err := pet.New(context.Background(), pet.Config{Store: st, Model: m, Workspace: e.ws})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,15 +48,15 @@ func BenchmarkProxyTTFB(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer st.Close()
-	q, err := hint.New(st, hint.Config{})
+	q, err := hint.New(context.Background(), hint.Config{Store: st})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer q.Close()
+	defer q.Close(context.Background())
 	if _, err := q.Put(context.Background(), "another-session", "not for the benchmark's session"); err != nil {
 		b.Fatal(err)
 	}
-	p, err := proxy.New(st, q, proxy.Config{AnthropicURL: upURL})
+	p, err := proxy.New(context.Background(), proxy.Config{Store: st, Hints: q, AnthropicURL: upURL})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -55,7 +55,7 @@ func newProxyEnv(t *testing.T, cfg Config, anthScript fakemodel.Script) *proxyEn
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := hint.New(st, hint.Config{})
+	q, err := hint.New(context.Background(), hint.Config{Store: st})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func newProxyEnv(t *testing.T, cfg Config, anthScript fakemodel.Script) *proxyEn
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	anth := fakemodel.NewAnthropic(t, anthScript)
 	oai := fakemodel.NewOpenAI(t, nil)
-	p, err := proxy.New(st, q, proxy.Config{AnthropicURL: anth.URL, OpenAIURL: oai.URL, Logger: log})
+	p, err := proxy.New(context.Background(), proxy.Config{Store: st, Hints: q, AnthropicURL: anth.URL, OpenAIURL: oai.URL, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func newProxyEnv(t *testing.T, cfg Config, anthScript fakemodel.Script) *proxyEn
 		once.Do(func() {
 			cancel()
 			<-done
-			q.Close()
+			q.Close(context.Background())
 			st.Close()
 		})
 	}
@@ -330,7 +330,7 @@ func TestProxyBodyLimitAndWriteTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	p, err := proxy.New(st, nil, proxy.Config{AnthropicURL: "http://" + ln.Addr().String()})
+	p, err := proxy.New(context.Background(), proxy.Config{Store: st, AnthropicURL: "http://" + ln.Addr().String()})
 	if err != nil {
 		t.Fatal(err)
 	}

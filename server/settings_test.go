@@ -102,9 +102,12 @@ func newSettingsServer(t *testing.T, cfg config.Config, env map[string]string) *
 	e := &settingsEnv{logs: &bytes.Buffer{}, model: model.NewSwappable(nil)}
 	log := slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	creds := credentials.Open(home)
-	e.judge = judge.New(judge.Config{Logger: log}, e.model, judge.NewKeyStore(judge.KeyStoreOptions{
-		Getenv: func(n string) string { return env[n] }, Secrets: creds}))
-	svc, err := settings.New(context.Background(), settings.Options{Config: cfg, Store: st, Secrets: creds, Model: e.model,
+	e.judge, err = judge.New(context.Background(), judge.Config{Logger: log, PixieModel: e.model, Keys: judge.NewKeyStore(judge.KeyStoreOptions{
+		Getenv: func(n string) string { return env[n] }, Secrets: creds})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := settings.New(context.Background(), settings.Config{Config: cfg, Store: st, Secrets: creds, Model: e.model,
 		Judge: e.judge, Logger: log, LookupEnv: func(n string) (string, bool) { v, ok := env[n]; return v, ok }})
 	if err != nil {
 		t.Fatal(err)

@@ -43,7 +43,10 @@ func gateCLIServer(t *testing.T, answerText string) (*httptest.Server, *gate.Ser
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	svc := gate.New(st, nil, m, nil, gate.Config{Home: t.TempDir()})
+	svc, err := gate.New(t.Context(), gate.Config{Store: st, Model: m, Home: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ts := httptest.NewServer(server.New(server.Config{Token: gateCLIToken}, server.Deps{Store: st, Gates: svc}).Handler())
 	t.Cleanup(ts.Close)
 	return ts, svc

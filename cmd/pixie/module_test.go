@@ -38,11 +38,14 @@ func moduleCLIServer(t *testing.T) (*httptest.Server, *gate.Service) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, err := modules.New(st, filepath.Join(dir, "blobs"), v, modules.Options{})
+	reg, err := modules.New(context.Background(), modules.Config{Store: st, Dir: filepath.Join(dir, "blobs"), Validator: v})
 	if err != nil {
 		t.Fatal(err)
 	}
-	gates := gate.New(st, nil, nil, nil, gate.Config{Home: dir, Modules: reg})
+	gates, err := gate.New(t.Context(), gate.Config{Store: st, Home: dir, Modules: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ts := httptest.NewServer(server.New(server.Config{Token: moduleCLIToken},
 		server.Deps{Store: st, Gates: gates, Modules: reg, ModuleInUse: gates.ModuleInUse}).Handler())
 	t.Cleanup(ts.Close)

@@ -45,8 +45,14 @@ func TestGateListShowsSetupProblems(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	svc := gate.New(st, nil, nil, nil, gate.Config{Home: t.TempDir()})
-	hs := hooks.New(st, svc, nil, hooks.Config{})
+	svc, err := gate.New(t.Context(), gate.Config{Store: st, Home: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs, err := hooks.New(t.Context(), hooks.Config{Store: st, Gates: svc})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ts := httptest.NewServer(server.New(server.Config{Token: gateCLIToken}, server.Deps{Store: st, Gates: svc, Hooks: hs}).Handler())
 	t.Cleanup(ts.Close)
 	list := func() string {

@@ -67,7 +67,7 @@ func newModules(ctx context.Context, cfg config.Config, log *slog.Logger, st *st
 		info["wasm"] = map[string]any{"error": err.Error()}
 		return m, nil
 	}
-	reg, err := modules.New(st, filepath.Join(cfg.Home, homeBlobs), v, modules.Options{MaxSize: wc.MaxModuleSize})
+	reg, err := modules.New(ctx, modules.Config{Store: st, Dir: filepath.Join(cfg.Home, homeBlobs), Validator: v, MaxSize: wc.MaxModuleSize})
 	if err != nil {
 		_ = v.Close(context.Background())
 		return nil, fmt.Errorf("modules: %w", err)
@@ -128,7 +128,7 @@ func (m *wasmModules) Close(ctx context.Context) error {
 		err = errors.Join(err, m.v.Close(ctx))
 	}
 	if m.reg != nil {
-		m.reg.Close()
+		err = errors.Join(err, m.reg.Close(ctx))
 	}
 	return err
 }

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"path/filepath"
 
@@ -41,7 +42,7 @@ var _ wasm.Source = (*pet.ModuleFiles)(nil)
 // Skills show as unavailable, with the reason. helpers (the Service gate runs use) gives script
 // and WASM Skills the helper gate rules get; nil leaves them without one. limits is the WASM
 // admission control the rule executor uses (nil: the executor's own). The returned func
-// releases the WASM executor.
+// closes the service and releases its WASM executor.
 func newPet(ctx context.Context, cfg config.Config, log *slog.Logger, st *store.Store, rules runtime.Dispatcher, m model.Model, helpers *helper.Service, alive func(context.Context, string) (bool, error), limits *wasm.Limits) (*pet.Service, func(context.Context) error, error) {
 	exec := runtime.Dispatcher{}
 	if bx, ok := rules[runtime.KindScript]; ok {
@@ -65,7 +66,7 @@ func newPet(ctx context.Context, cfg config.Config, log *slog.Logger, st *store.
 		exec[runtime.KindModule] = wx
 		closer = wx.Close
 	}
-	svc, err := pet.New(st, exec, m, pet.Config{
+	svc, err := pet.New(ctx, pet.Config{Store: st, Exec: exec, Model: m,
 		Home: cfg.Home, Workspace: cfg.Pet.Workspace, MaxSkillFiles: cfg.Pet.MaxSkillFiles,
 		MaxSkillFileSize: cfg.Pet.MaxSkillFileSize, MaxSkillSize: cfg.Pet.MaxSkillSize, Logger: log,
 		Helpers: helpers, Alive: alive,
@@ -74,5 +75,5 @@ func newPet(ctx context.Context, cfg config.Config, log *slog.Logger, st *store.
 		_ = closer(context.Background())
 		return nil, nil, err
 	}
-	return svc, closer, nil
+	return svc, func(ctx context.Context) error { return errors.Join(svc.Close(ctx), closer(ctx)) }, nil
 }

@@ -41,16 +41,20 @@ func (a *App) wire(ctx context.Context, version string) error {
 		return err
 	}
 	keys := judge.NewKeyStore(judge.KeyStoreOptions{DotenvDirs: []string{wd, cfg.Home}, Secrets: creds})
-	judgeSvc := judge.New(judge.Config{Engine: cfg.Judge.Engine, SystemPrompt: cfg.Judge.SystemPrompt,
+	judgeSvc, err := judge.New(ctx, judge.Config{Engine: cfg.Judge.Engine, SystemPrompt: cfg.Judge.SystemPrompt,
 		Model: modelConfig(cfg.Judge.Model), Logger: log,
-		Jev: judge.JevConfig{BaseURL: cfg.Judge.JevBaseURL, Model: cfg.Judge.JevModel, Timeout: cfg.Judge.JevTimeout}},
-		pixieModel, keys)
-	settingsSvc, err := settings.New(ctx, settings.Options{Config: cfg, Store: st, Secrets: creds,
+		Jev:        judge.JevConfig{BaseURL: cfg.Judge.JevBaseURL, Model: cfg.Judge.JevModel, Timeout: cfg.Judge.JevTimeout},
+		PixieModel: pixieModel, Keys: keys})
+	if err != nil {
+		return fmt.Errorf("judge: %w", err)
+	}
+	a.closers = append(a.closers, judgeSvc.Close)
+	settingsSvc, err := settings.New(ctx, settings.Config{Config: cfg, Store: st, Secrets: creds,
 		Model: pixieModel, Judge: judgeSvc, Logger: log})
 	if err != nil {
 		return fmt.Errorf("model: %w", err)
 	}
-	a.closers = append(a.closers, func(context.Context) error { settingsSvc.Close(); return nil })
+	a.closers = append(a.closers, settingsSvc.Close)
 	info := map[string]any{
 		"home":     cfg.Home,
 		"addr":     cfg.Addr,
@@ -62,12 +66,12 @@ func (a *App) wire(ctx context.Context, version string) error {
 	// Rules run through one dispatcher: legacy scripts under the Landlock sandbox, WASM modules
 	// in wazero. A missing executor is not fatal: its rules fail under their gate's error policy.
 	rules := runtime.Dispatcher{}
-	bx, err := bash.New(bash.Config{Hidden: []string{cfg.Home}})
+	bx, err := bash.New(ctx, bash.Config{Hidden: []string{cfg.Home}})
 	if err != nil {
 		log.Warn("hook scripts are unavailable", "err", err)
 	} else {
 		rules[runtime.KindScript] = bx
-		a.closers = append(a.closers, func(context.Context) error { return bx.Close() })
+		a.closers = append(a.closers, bx.Close)
 	}
 	sandboxInfo := map[string]any{"landlockABI": sandbox.KernelABI()}
 	if err := sandbox.Probe(); err != nil {
@@ -95,16 +99,23 @@ func (a *App) wire(ctx context.Context, version string) error {
 	}
 	// One helper for every run that gets one (gate rules, Pet's script and WASM Skills): its
 	// run tokens (PIXIE_TOKEN) are minted there and answered by the server's helper routes.
-	helpers := helper.New(st.Instance(), pixieModel, judgeSvc, helper.Config{URL: helperURL})
+	helpers, err := helper.New(ctx, helper.Config{Instance: st.Instance(), Model: pixieModel, Judge: judgeSvc, URL: helperURL})
+	if err != nil {
+		return fmt.Errorf("helper: %w", err)
+	}
+	a.closers = append(a.closers, helpers.Close)
 	a.helpers = helpers
-	gates := gate.New(st, rules, pixieModel, helpers, gate.Config{
+	gates, err := gate.New(ctx, gate.Config{Store: st, Exec: rules, Model: pixieModel, Helpers: helpers,
 		Home: cfg.Home, ScriptDir: cfg.Gates.ScriptDir, DefaultTimeout: cfg.Gates.DefaultTimeout,
 		Logger: log, Modules: mods.checker(),
 	})
-	a.closers = append(a.closers, gates.Stop) // writes queued run records
+	if err != nil {
+		return fmt.Errorf("gates: %w", err)
+	}
+	a.closers = append(a.closers, gates.Close) // writes queued run records
 	mods.warm(ctx, gates)
 
-	hints, err := hint.New(st, hint.Config{
+	hints, err := hint.New(ctx, hint.Config{Store: st,
 		MaxPerStep: cfg.Hints.MaxPerStep, MaxContentChars: cfg.Hints.MaxContentChars,
 		MaxPendingPerSession: cfg.Hints.MaxPendingPerSession, KeepConsumed: cfg.Hints.KeepConsumed,
 		HeartbeatInterval: cfg.Hints.Heartbeat, Lease: cfg.Hints.Lease, Locale: cfg.Hints.Locale, Logger: log,
@@ -112,15 +123,16 @@ func (a *App) wire(ctx context.Context, version string) error {
 	if err != nil {
 		return fmt.Errorf("hints: %w", err)
 	}
-	a.closers = append(a.closers, func(context.Context) error { return hints.Close() })
+	a.closers = append(a.closers, hints.Close)
 	// The model-API side channel (issue 19): hints injected into one model request, outside the
 	// chat history. hints.delivery decides who delivers: the proxy for the sessions it carries
 	// and hooks for the others (auto), the proxy only, or the hooks only.
-	px, err := proxy.New(st, hints, proxy.Config{AnthropicURL: cfg.Proxy.AnthropicURL, OpenAIURL: cfg.Proxy.OpenAIURL,
+	px, err := proxy.New(ctx, proxy.Config{Store: st, Hints: hints, AnthropicURL: cfg.Proxy.AnthropicURL, OpenAIURL: cfg.Proxy.OpenAIURL,
 		InjectLimit: cfg.Proxy.InjectLimit, NoInject: cfg.Hints.Delivery == "hooks", Lease: cfg.Hints.Lease, Logger: log})
 	if err != nil {
 		return fmt.Errorf("proxy: %w", err)
 	}
+	a.closers = append(a.closers, px.Close)
 	var hintsElsewhere func(context.Context, string) bool
 	switch cfg.Hints.Delivery {
 	case "proxy":
@@ -143,6 +155,12 @@ func (a *App) wire(ctx context.Context, version string) error {
 	if err := petSvc.RegisterBuiltin(larkCh.QAAction()); err != nil {
 		return fmt.Errorf("lark: %w", err)
 	}
+	hooksSvc, err := hooks.New(ctx, hooks.Config{Store: st, Gates: gates, Hints: hints, DefaultPreset: cfg.Hooks.DefaultPreset,
+		Logger: log, HintsElsewhere: hintsElsewhere})
+	if err != nil {
+		return fmt.Errorf("hooks: %w", err)
+	}
+	a.closers = append(a.closers, hooksSvc.Close)
 	deps := server.Deps{
 		Store: st,
 		// model and judge are read at each request: the settings page changes them at run time.
@@ -157,10 +175,9 @@ func (a *App) wire(ctx context.Context, version string) error {
 			}
 			return out
 		},
-		Hints: hints,
-		Pet:   petSvc,
-		Hooks: hooks.New(st, gates, hints, hooks.Config{DefaultPreset: cfg.Hooks.DefaultPreset, Logger: log,
-			HintsElsewhere: hintsElsewhere}),
+		Hints:   hints,
+		Pet:     petSvc,
+		Hooks:   hooksSvc,
 		Proxy:   px,
 		Gates:   gates,
 		Helpers: helpers,

@@ -174,7 +174,11 @@ func newEnv(t testing.TB, o envOptions) *testEnv {
 			t.Fatal(err)
 		}
 	}
-	e.svc = New(e.st, o.exec, m, nil, Config{Home: e.home, Modules: o.modules})
+	svc, err := New(context.Background(), Config{Store: e.st, Exec: o.exec, Model: m, Home: e.home, Modules: o.modules})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.svc = svc
 	return e
 }
 

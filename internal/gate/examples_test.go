@@ -197,11 +197,11 @@ func TestExampleScripts(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	ex, err := bash.New(bash.Config{PixieBinDir: filepath.Dir(bin), Sandbox: []string{bin, sandbox.Verb}})
+	ex, err := bash.New(context.Background(), bash.Config{PixieBinDir: filepath.Dir(bin), Sandbox: []string{bin, sandbox.Verb}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ex.Close() })
+	t.Cleanup(func() { ex.Close(context.Background()) })
 	home := t.TempDir()
 	scripts := filepath.Join(home, "commands")
 	if err := os.MkdirAll(scripts, 0o755); err != nil {
@@ -216,8 +216,18 @@ func TestExampleScripts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	hs := helper.New(st.Instance(), pm, judge.New(judge.Config{}, pm, nil), helper.Config{})
-	svc := gate.New(st, runtime.Dispatcher{runtime.KindScript: ex}, pm, hs, gate.Config{Home: home})
+	j, err := judge.New(t.Context(), judge.Config{PixieModel: pm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs, err := helper.New(t.Context(), helper.Config{Instance: st.Instance(), Model: pm, Judge: j})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := gate.New(t.Context(), gate.Config{Store: st, Exec: runtime.Dispatcher{runtime.KindScript: ex}, Model: pm, Helpers: hs, Home: home})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ts := httptest.NewServer(server.New(server.Config{Token: "admin-token-for-the-example-test"}, server.Deps{Store: st, Gates: svc, Helpers: hs}).Handler())
 	t.Cleanup(ts.Close)
 	hs.SetURL(ts.URL)

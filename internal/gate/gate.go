@@ -12,6 +12,8 @@ package gate
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -40,8 +42,18 @@ type TxModuleChecker interface {
 	ModuleExistsTx(ctx context.Context, tx *store.Tx, name string) (bool, error)
 }
 
-// Config configures a Service. The zero value works.
+// Config configures a Service. Store is required; the zero value of every other field works.
 type Config struct {
+	// Store holds the definitions, run records and per-session state.
+	Store *store.Store
+	// Exec runs rules; nil means rules fail as unsupported.
+	Exec runtime.Executor
+	// Model is the Pixie model; nil means no model.
+	Model model.Model
+	// Helpers opens each rule run's helper (`pixie ask`, `pixie judge`, pixie_log, the run
+	// token). Nil means a helper of the Service's own over Model, with no decision engine
+	// (`pixie judge` is unavailable) and no URL (scripts get no helper).
+	Helpers *helper.Service
 	// Home is Pixie's data directory; the default script folder is <Home>/commands. Empty
 	// means the current directory.
 	Home string
@@ -84,11 +96,13 @@ type Service struct {
 	unlisten func() // stops hearing other replicas' changes (shared stores)
 }
 
-// New returns a Service. exec runs rules (nil: rules fail as unsupported), m is the Pixie
-// model (nil: no model), h opens each rule run's helper (`pixie ask`, `pixie judge`,
-// pixie_log, the run token). A nil h is a helper of the Service's own over m, with no decision
-// engine (`pixie judge` is unavailable) and no URL (scripts get no helper).
-func New(st *store.Store, exec runtime.Executor, m model.Model, h *helper.Service, cfg Config) *Service {
+// New returns a Service over cfg.Store. On a shared store it hears other replicas' changes
+// until Close.
+func New(_ context.Context, cfg Config) (*Service, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("gate: Config.Store is required")
+	}
+	st, h := cfg.Store, cfg.Helpers
 	if cfg.DefaultTimeout <= 0 {
 		cfg.DefaultTimeout = 60 * time.Second
 	}
@@ -109,12 +123,15 @@ func New(st *store.Store, exec runtime.Executor, m model.Model, h *helper.Servic
 		log = slog.New(slog.DiscardHandler)
 	}
 	if h == nil {
-		h = helper.New(st.Instance(), m, nil, helper.Config{})
+		var err error
+		if h, err = helper.New(context.Background(), helper.Config{Instance: st.Instance(), Model: cfg.Model}); err != nil {
+			return nil, fmt.Errorf("gate: %w", err)
+		}
 	}
 	s := &Service{
 		store:   st,
-		exec:    exec,
-		model:   m,
+		exec:    cfg.Exec,
+		model:   cfg.Model,
 		cfg:     cfg,
 		log:     log,
 		helpers: h,
@@ -124,7 +141,7 @@ func New(st *store.Store, exec runtime.Executor, m model.Model, h *helper.Servic
 	if st.Shared() {
 		s.unlisten = st.Listen(topic, s.heard)
 	}
-	return s
+	return s, nil
 }
 
 // collections (documented in internal/store's key layout).

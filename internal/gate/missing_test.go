@@ -27,7 +27,10 @@ func missingEnv(t *testing.T) (*Service, *store.Store, *clock) {
 	t.Helper()
 	st := openStore(t)
 	clk := &clock{t: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)}
-	svc := New(st, nil, nil, nil, Config{Home: t.TempDir(), Now: clk.now})
+	svc, err := New(context.Background(), Config{Store: st, Home: t.TempDir(), Now: clk.now})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := svc.Save(context.Background(), Set{Gates: []Gate{gateAt("g", "user-message", "Check.")},
 		Presets: []Preset{{Name: "dev", Gates: []Attachment{{Gate: "g", Enabled: true}}}}}); err != nil {
 		t.Fatal(err)

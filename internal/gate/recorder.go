@@ -127,19 +127,23 @@ func (r *recorder) flush() {
 	}
 }
 
-// Close writes the run records still queued, and the missing presets counted (missing.go). Call
-// it before closing the store; the Service stays usable (later records are written in the
-// background again).
-func (s *Service) Close(context.Context) error {
+// Flush writes the run records still queued, and the missing presets counted (missing.go). The
+// Service stays usable (later records are written in the background again).
+func (s *Service) Flush(context.Context) error {
 	s.rec.flush()
 	s.missing.flush()
 	return nil
 }
 
-// Stop is Close, and stops hearing other replicas' changes (at shutdown).
-func (s *Service) Stop(ctx context.Context) error {
-	if s.unlisten != nil {
-		s.unlisten()
+// Close stops hearing other replicas' changes and writes what is still queued (Flush).
+// Call it before closing the store. It may be called more than once.
+func (s *Service) Close(ctx context.Context) error {
+	s.mu.Lock()
+	unlisten := s.unlisten
+	s.unlisten = nil
+	s.mu.Unlock()
+	if unlisten != nil {
+		unlisten()
 	}
-	return s.Close(ctx)
+	return s.Flush(ctx)
 }

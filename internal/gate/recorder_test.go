@@ -42,7 +42,7 @@ func TestRecordsWrittenInTheBackground(t *testing.T) {
 	}
 	wg.Wait()
 	close(ids)
-	if err := e.svc.Close(ctx); err != nil {
+	if err := e.svc.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
 	n := 0

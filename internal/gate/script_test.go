@@ -16,11 +16,11 @@ import (
 // bashExecutor is the real bash executor; the test binary plays the sandbox verb (TestMain).
 func bashExecutor(t testing.TB, cfg bash.Config) *bash.Executor {
 	t.Helper()
-	ex, err := bash.New(cfg)
+	ex, err := bash.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = ex.Close() })
+	t.Cleanup(func() { _ = ex.Close(context.Background()) })
 	return ex
 }
 

@@ -116,7 +116,10 @@ func TestScriptFolderSetting(t *testing.T) {
 		t.Errorf("after creating it: %+v", l)
 	}
 	// The setting persists in the store.
-	other := New(e.st, nil, nil, nil, Config{Home: e.home})
+	other, err := New(ctx, Config{Store: e.st, Home: e.home})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if f, custom, _ := other.ScriptFolder(ctx); f != want || !custom {
 		t.Errorf("a new service sees %q (custom %v)", f, custom)
 	}

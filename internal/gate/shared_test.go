@@ -33,8 +33,11 @@ func replicasSeeEachOthersChanges(t *testing.T, poll bool) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := New(st, nil, m, nil, Config{Home: t.TempDir()})
-		t.Cleanup(func() { _ = s.Stop(ctx); st.Close() })
+		s, err := New(ctx, Config{Store: st, Model: m, Home: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close(ctx); st.Close() })
 		return s
 	}
 	a, b := newSvc(), newSvc()

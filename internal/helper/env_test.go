@@ -1,6 +1,7 @@
 package helper
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -148,6 +149,10 @@ func newEnv(t testing.TB, o envOptions) *testEnv {
 			t.Fatal(err)
 		}
 	}
-	e.svc = New("0123456789abcdef", m, o.judge, Config{})
+	svc, err := New(context.Background(), Config{Instance: "0123456789abcdef", Model: m, Judge: o.judge})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.svc = svc
 	return e
 }

@@ -28,7 +28,7 @@ func ExampleService_Open() {
 	defer llm.Close()
 	ctx := context.Background()
 	m, _ := model.New(model.Config{Provider: "openai", BaseURL: llm.URL + "/v1", Model: "m", APIKey: "k"})
-	s := helper.New("0123456789abcdef", m, nil, helper.Config{URL: "http://127.0.0.1:8484"})
+	s, _ := helper.New(context.Background(), helper.Config{Instance: "0123456789abcdef", Model: m, URL: "http://127.0.0.1:8484"})
 
 	run := s.Open(ctx, helper.Options{Name: "pet:greet", Target: "Hello, I am agent-7.",
 		Redact: func(t string) string { return strings.ReplaceAll(t, "agent-7", "[$DSH_PET_NAME]") }})

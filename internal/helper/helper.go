@@ -34,6 +34,14 @@ type Judge interface {
 
 // Config configures a Service. The zero value works.
 type Config struct {
+	// Instance is the replica's id (the store's Instance; it must be lowercase hex, as
+	// TokenOwner reads it), carried by the helper tokens.
+	Instance string
+	// Model is the Pixie model that answers asks; nil means asks fail as unavailable.
+	Model model.Model
+	// Judge is the decision engine that answers judgments; nil means judgments fail as
+	// unavailable.
+	Judge Judge
 	// URL is the server URL given to scripts as PIXIE_URL (see also SetURL). Empty means
 	// scripts get no helper ("pixie: helper is not available").
 	URL string
@@ -60,13 +68,14 @@ type Service struct {
 	byHash map[[32]byte]*Run
 }
 
-// New returns a Service for the replica instance (the store's Instance; it must be lowercase
-// hex, as TokenOwner reads it). m is the Pixie model that answers asks (nil: asks fail as
-// unavailable), j the decision engine that answers judgments (nil: judgments fail as
-// unavailable).
-func New(instance string, m model.Model, j Judge, cfg Config) *Service {
-	return &Service{instance: instance, model: m, judge: j, url: cfg.URL, byHash: map[[32]byte]*Run{}}
+// New returns a Service for the replica cfg.Instance. It returns no error.
+func New(_ context.Context, cfg Config) (*Service, error) {
+	return &Service{instance: cfg.Instance, model: cfg.Model, judge: cfg.Judge, url: cfg.URL, byHash: map[[32]byte]*Run{}}, nil
 }
+
+// Close releases nothing (runs are closed one by one, by whoever opened them); it is there so
+// that every component closes alike.
+func (s *Service) Close(context.Context) error { return nil }
 
 // TokenPrefix starts every helper token.
 const TokenPrefix = "pxr_"

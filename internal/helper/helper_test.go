@@ -111,7 +111,10 @@ func TestTokenOwner(t *testing.T) {
 }
 
 func TestHelperTokens(t *testing.T) {
-	r := New("0123456789abcdef", nil, nil, Config{})
+	r, err := New(context.Background(), Config{Instance: "0123456789abcdef"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	seen := map[string]bool{}
 	for i := 0; i < 100; i++ {
 		h := r.Open(context.Background(), Options{Name: "g"})

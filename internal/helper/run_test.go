@@ -26,7 +26,11 @@ func TestOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := newEnv(t, envOptions{judge: judge.New(judge.Config{}, jm, nil)})
+	j, err := judge.New(context.Background(), judge.Config{PixieModel: jm})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, envOptions{judge: j})
 	e.svc.SetURL("http://127.0.0.1:7777")
 	e.llm.setReply(answer("hello"))
 	const secret = "sekrit-value-42"

@@ -177,7 +177,7 @@ func TestCloseEndsSubscriptions(t *testing.T) {
 	if q.Subscribers() != 1 {
 		t.Fatalf("subscribers = %d", q.Subscribers())
 	}
-	q.Close()
+	q.Close(context.Background())
 	select {
 	case <-sub.Done():
 	case <-time.After(time.Second):

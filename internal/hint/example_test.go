@@ -23,11 +23,11 @@ func Example() {
 		panic(err)
 	}
 	defer st.Close()
-	q, err := hint.New(st, hint.Config{Locale: "zh"})
+	q, err := hint.New(context.Background(), hint.Config{Store: st, Locale: "zh"})
 	if err != nil {
 		panic(err)
 	}
-	defer q.Close()
+	defer q.Close(context.Background())
 
 	for _, h := range []struct{ session, text string }{
 		{"s1", "先跑测试，再改文档"},

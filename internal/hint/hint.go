@@ -47,6 +47,7 @@
 package hint
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -85,8 +86,10 @@ const MaxSessionIDLen = 256
 // AllSessions is the hint_status argument that asks about every session.
 const AllSessions = "*"
 
-// Config configures a Queue. The zero value works: every zero field takes its default.
+// Config configures a Queue. Store is required; every other zero field takes its default.
 type Config struct {
+	// Store holds the hints, takes and turn marks; required.
+	Store *store.Store
 	// MaxPerStep is the most hints one take hands out; zero means 20.
 	MaxPerStep int
 	// MaxContentChars caps a hint's text in code points (longer text is truncated); zero means
@@ -293,9 +296,10 @@ type Queue struct {
 	closeOnce sync.Once
 }
 
-// New returns a queue over st and starts its lease sweep; Close stops it. New fails with an
-// errs.Invalid error on a negative limit or an unknown locale.
-func New(st *store.Store, cfg Config) (*Queue, error) {
+// New returns a queue over cfg.Store and starts its lease sweep; Close stops it. New fails with
+// an errs.Invalid error without a store, on a negative limit or an unknown locale.
+func New(_ context.Context, cfg Config) (*Queue, error) {
+	st := cfg.Store
 	if st == nil {
 		return nil, errs.New(errs.Invalid, "hint: no store")
 	}
@@ -322,8 +326,9 @@ func New(st *store.Store, cfg Config) (*Queue, error) {
 	return q, nil
 }
 
-// Close stops the lease sweep and ends every subscription. It does not close the store.
-func (q *Queue) Close() error {
+// Close stops the lease sweep and ends every subscription. It does not close the store. It may
+// be called more than once.
+func (q *Queue) Close(context.Context) error {
 	q.closeOnce.Do(func() {
 		close(q.stop)
 		q.wg.Wait()

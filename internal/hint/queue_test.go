@@ -31,11 +31,12 @@ func openStore(t testing.TB, dir string) *store.Store {
 func newQueue(t testing.TB, cfg Config) (*Queue, *store.Store) {
 	t.Helper()
 	s := openStore(t, t.TempDir())
-	q, err := New(s, cfg)
+	cfg.Store = s
+	q, err := New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { q.Close(); s.Close() })
+	t.Cleanup(func() { q.Close(context.Background()); s.Close() })
 	return q, s
 }
 
@@ -111,7 +112,7 @@ func TestConfirmIsIdempotent(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := openStore(t, dir)
-	q, err := New(s, Config{})
+	q, err := New(context.Background(), Config{Store: s})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,11 +131,11 @@ func TestConfirmIsIdempotent(t *testing.T) {
 		t.Fatalf("confirm = %d, %v", n, err)
 	}
 	snap, _ := q.Snapshot(ctx)
-	other, err := New(s, Config{})
+	other, err := New(context.Background(), Config{Store: s})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer other.Close()
+	defer other.Close(context.Background())
 	for i, qq := range []*Queue{q, q, other} {
 		if n, err := qq.Confirm(ctx, tk.ID); err != nil || n != 2 {
 			t.Fatalf("repeat %d: confirm = %d, %v", i, n, err)
@@ -159,18 +160,18 @@ func TestConfirmIsIdempotent(t *testing.T) {
 	wantCode(t, err, errs.NotFound)
 
 	// After a restart the closed take is still remembered.
-	q.Close()
-	other.Close()
+	q.Close(context.Background())
+	other.Close(context.Background())
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 	s2 := openStore(t, dir)
 	defer s2.Close()
-	q2, err := New(s2, Config{})
+	q2, err := New(context.Background(), Config{Store: s2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer q2.Close()
+	defer q2.Close(context.Background())
 	if n, err := q2.Confirm(ctx, tk.ID); err != nil || n != 2 {
 		t.Fatalf("confirm after restart = %d, %v", n, err)
 	}
@@ -182,16 +183,16 @@ func TestConcurrentTakesNeverDuplicate(t *testing.T) {
 	ctx := context.Background()
 	s := openStore(t, t.TempDir())
 	defer s.Close()
-	q1, err := New(s, Config{})
+	q1, err := New(context.Background(), Config{Store: s})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer q1.Close()
-	q2, err := New(s, Config{})
+	defer q1.Close(context.Background())
+	q2, err := New(context.Background(), Config{Store: s})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer q2.Close()
+	defer q2.Close(context.Background())
 
 	const sessions, perSession = 4, 15
 	want := map[string]bool{}
@@ -667,7 +668,7 @@ func TestRestart(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	s := openStore(t, dir)
-	q, err := New(s, Config{})
+	q, err := New(context.Background(), Config{Store: s})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -682,18 +683,18 @@ func TestRestart(t *testing.T) {
 	}
 	pend := put(t, q, "s", "pending")
 	before, _ := q.Snapshot(ctx)
-	q.Close()
+	q.Close(context.Background())
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 
 	s = openStore(t, dir)
 	defer s.Close()
-	q, err = New(s, Config{})
+	q, err = New(context.Background(), Config{Store: s})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer q.Close()
+	defer q.Close(context.Background())
 	after, _ := q.Snapshot(ctx)
 	if after.Revision != before.Revision {
 		t.Fatalf("revision %d after restart, want %d", after.Revision, before.Revision)
@@ -833,7 +834,9 @@ func TestConfigValidation(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			q, err := New(s, tc.cfg)
+			cfg := tc.cfg
+			cfg.Store = s
+			q, err := New(context.Background(), cfg)
 			if tc.ok != (err == nil) {
 				t.Fatalf("err = %v", err)
 			}
@@ -843,14 +846,14 @@ func TestConfigValidation(t *testing.T) {
 					c.KeepConsumed != 20 || c.HeartbeatInterval != 25*time.Second || c.Lease != 2*time.Minute {
 					t.Fatalf("defaults = %+v", c)
 				}
-				q.Close()
+				q.Close(context.Background())
 			} else {
 				wantCode(t, err, errs.Invalid)
 			}
 		})
 	}
-	if _, err := New(nil, Config{}); err == nil {
-		t.Fatal("New(nil store) succeeded")
+	if _, err := New(context.Background(), Config{}); err == nil {
+		t.Fatal("New without a store succeeded")
 	}
 }
 

@@ -25,11 +25,11 @@ func replicas(t *testing.T, n int, poll bool) []*Queue {
 		if err != nil {
 			t.Fatal(err)
 		}
-		q, err := New(st, Config{Lease: time.Minute, MaxPendingPerSession: 1000, MaxPerStep: 5})
+		q, err := New(context.Background(), Config{Store: st, Lease: time.Minute, MaxPendingPerSession: 1000, MaxPerStep: 5})
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { q.Close(); st.Close() })
+		t.Cleanup(func() { q.Close(context.Background()); st.Close() })
 		qs = append(qs, q)
 	}
 	return qs

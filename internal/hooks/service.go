@@ -38,6 +38,14 @@ var (
 
 // Config configures a Service. The zero value works.
 type Config struct {
+	// Store keeps the sessions' turn records. Every event Pixie handles needs it; the events it
+	// does not handle (answered {} at once) touch nothing.
+	Store *store.Store
+	// Gates runs the gates; nil means no gate ever runs.
+	Gates Evaluator
+	// Hints delivers the sessions' hints; nil means no hints are delivered and turns are not
+	// reported.
+	Hints Hints
 	// DefaultPreset is the preset of a call that names none; empty means "default".
 	DefaultPreset string
 	// TurnTTL is how long a session's turn record is kept after its last event; zero means 30
@@ -62,9 +70,9 @@ type Service struct {
 	log   *slog.Logger
 }
 
-// New returns a Service. gates nil means no gate ever runs; hints nil means no hints are
-// delivered and turns are not reported.
-func New(st *store.Store, gates Evaluator, hints Hints, cfg Config) *Service {
+// New returns a Service. It returns no error.
+func New(_ context.Context, cfg Config) (*Service, error) {
+	st, gates, hints := cfg.Store, cfg.Gates, cfg.Hints
 	if cfg.DefaultPreset == "" {
 		cfg.DefaultPreset = "default"
 	}
@@ -75,8 +83,11 @@ func New(st *store.Store, gates Evaluator, hints Hints, cfg Config) *Service {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Service{st: st, gates: gates, hints: hints, cfg: cfg, log: log}
+	return &Service{st: st, gates: gates, hints: hints, cfg: cfg, log: log}, nil
 }
+
+// Close releases nothing; it is there so that every component closes alike.
+func (s *Service) Close(context.Context) error { return nil }
 
 // DefaultPreset is the preset of a call that names none (hooks.defaultPreset).
 func (s *Service) DefaultPreset() string { return s.cfg.DefaultPreset }

@@ -184,7 +184,10 @@ func specOf(o Output) SpecificOutput {
 
 func TestServiceUnhandledTouchesNothing(t *testing.T) {
 	// No store, gate or queue at all: an unhandled event must not need them.
-	svc := New(nil, nil, nil, Config{})
+	svc, err := New(context.Background(), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, f := range []string{"notification", "session_start"} {
 		var got Output
 		err := svc.Handle(context.Background(), Call{Preset: ""}, fixture(t, f), func(o Output) error { got = o; return nil })
@@ -490,8 +493,11 @@ func TestServiceTooLargeTarget(t *testing.T) {
 func TestServiceHintsElsewhere(t *testing.T) {
 	s := newStack(t)
 	ctx := context.Background()
-	svc := New(s.st, s.gates, s.hints, Config{DefaultPreset: "p",
+	svc, err := New(ctx, Config{Store: s.st, Gates: s.gates, Hints: s.hints, DefaultPreset: "p",
 		HintsElsewhere: func(_ context.Context, session string) bool { return session == "via-proxy" }})
+	if err != nil {
+		t.Fatal(err)
+	}
 	run := func(session, fixture string) string {
 		t.Helper()
 		var out Output
@@ -540,7 +546,7 @@ func TestServiceAfterTheAnswer(t *testing.T) {
 	s := newStack(t)
 	ctx := context.Background()
 	// The run records of the tests before are written first.
-	if err := s.gates.Close(ctx); err != nil {
+	if err := s.gates.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// Run records are indexed under gate-run-id/<run id> (internal/gate's key layout).
@@ -568,7 +574,7 @@ func TestServiceAfterTheAnswer(t *testing.T) {
 		t.Fatalf("%d run records written before the answer was sent", n-before)
 	}
 	after.Release()
-	if err := s.gates.Close(ctx); err != nil {
+	if err := s.gates.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if n := records(); n != before+1 {

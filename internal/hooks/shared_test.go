@@ -24,7 +24,11 @@ func TestTurnsAcrossReplicas(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { st.Close() })
-		svcs = append(svcs, New(st, nil, nil, Config{}))
+		svc, err := New(ctx, Config{Store: st})
+		if err != nil {
+			t.Fatal(err)
+		}
+		svcs = append(svcs, svc)
 	}
 	const prompts = 20
 	var mu sync.Mutex

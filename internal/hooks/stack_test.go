@@ -135,11 +135,11 @@ func buildStack(wasmPath string) (*stack, error) {
 	}
 	cleanup(func() { st.Close() })
 	// A pending cap above what any test queues, so no hint is evicted.
-	q, err := hint.New(st, hint.Config{MaxPendingPerSession: 200})
+	q, err := hint.New(context.Background(), hint.Config{Store: st, MaxPendingPerSession: 200})
 	if err != nil {
 		return nil, err
 	}
-	cleanup(func() { q.Close() })
+	cleanup(func() { q.Close(context.Background()) })
 
 	cacheDir, err := testutil.WasmCachePath()
 	if err != nil {
@@ -151,7 +151,7 @@ func buildStack(wasmPath string) (*stack, error) {
 		return nil, err
 	}
 	cleanup(func() { val.Close(ctx) })
-	reg, err := modules.New(st, filepath.Join(dir, "blobs"), val, modules.Options{})
+	reg, err := modules.New(context.Background(), modules.Config{Store: st, Dir: filepath.Join(dir, "blobs"), Validator: val})
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +175,7 @@ func buildStack(wasmPath string) (*stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	gs := gate.New(st, runtime.Dispatcher{runtime.KindModule: x}, m, nil, gate.Config{
+	gs, err := gate.New(ctx, gate.Config{Store: st, Exec: runtime.Dispatcher{runtime.KindModule: x}, Model: m,
 		Home: dir,
 		Modules: gate.ModuleCheckerFunc(func(ctx context.Context, name string) (bool, error) {
 			_, err := reg.Get(ctx, name)
@@ -185,6 +185,9 @@ func buildStack(wasmPath string) (*stack, error) {
 			return err == nil, err
 		}),
 	})
+	if err != nil {
+		return nil, err
+	}
 	set := gate.Set{Gates: testGates, Presets: []gate.Preset{{Name: "p"}}}
 	for _, g := range testGates {
 		set.Presets[0].Gates = append(set.Presets[0].Gates, gate.Attachment{Gate: g.Name, Enabled: true})
@@ -192,7 +195,11 @@ func buildStack(wasmPath string) (*stack, error) {
 	if _, err := gs.Save(ctx, set); err != nil {
 		return nil, err
 	}
-	return &stack{st: st, hints: q, gates: gs, svc: New(st, gs, q, Config{DefaultPreset: "p"}), model: o, dir: dir}, nil
+	svc, err := New(ctx, Config{Store: st, Gates: gs, Hints: q, DefaultPreset: "p"})
+	if err != nil {
+		return nil, err
+	}
+	return &stack{st: st, hints: q, gates: gs, svc: svc, model: o, dir: dir}, nil
 }
 
 // handle runs one hook call and returns the output JSON.

@@ -29,7 +29,7 @@ func Example() {
 	defer srv.Close()
 
 	pixie, _ := model.New(model.Config{Provider: "openai", BaseURL: srv.URL + "/v1", Model: "m"})
-	s := judge.New(judge.Config{}, pixie, nil)
+	s, _ := judge.New(context.Background(), judge.Config{PixieModel: pixie})
 	resp, err := s.Judge(context.Background(), abi.JudgeRequest{
 		State: "All 42 tests passed.",
 		Questions: map[string]abi.Question{

@@ -1,6 +1,7 @@
 package judge
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -160,4 +161,14 @@ func assertNoSecret(t *testing.T, what, s string) {
 			t.Fatalf("%s contains a secret: %s", what, s)
 		}
 	}
+}
+
+// newService is New, failing t on an error.
+func newService(t testing.TB, cfg Config) *Service {
+	t.Helper()
+	s, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

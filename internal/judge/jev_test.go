@@ -60,7 +60,7 @@ func jevRequestAll() abi.JudgeRequest {
 
 func TestJevRequestAndAnswers(t *testing.T) {
 	srv := jevServer(t, func(map[string]any) (int, string) { return 200, jevAnswers })
-	s := New(Config{Engine: "jev", Jev: JevConfig{BaseURL: srv.srv.URL, Model: "jev-1.13.0"}}, nil, envKeys(jevKey))
+	s := newService(t, Config{Keys: envKeys(jevKey), Engine: "jev", Jev: JevConfig{BaseURL: srv.srv.URL, Model: "jev-1.13.0"}})
 	resp, err := s.Judge(context.Background(), jevRequestAll())
 	if err != nil {
 		t.Fatal(err)
@@ -152,8 +152,8 @@ func TestJevErrors(t *testing.T) {
 			})
 			t.Cleanup(func() { close(stop) }) // before the server closes (cleanups are LIFO)
 			var logs bytes.Buffer
-			s := New(Config{Engine: "jev", Jev: JevConfig{BaseURL: srv.srv.URL, Timeout: 100 * time.Millisecond},
-				Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}, nil, tt.keys)
+			s := newService(t, Config{Keys: tt.keys, Engine: "jev", Jev: JevConfig{BaseURL: srv.srv.URL, Timeout: 100 * time.Millisecond},
+				Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 			resp, err := s.Judge(context.Background(), one(boolQ("Is it done?")))
 			if !errs.Is(err, tt.code) || !strings.Contains(err.Error(), tt.message) {
 				t.Fatalf("err = %v (%s), want %s %q", err, errs.CodeOf(err), tt.code, tt.message)
@@ -190,14 +190,14 @@ func TestEngineChoice(t *testing.T) {
 	llm := openaiProvider(t, "openai_bool_half.json", "")
 	keys := envKeys(jevKey)
 
-	s := New(Config{Jev: JevConfig{BaseURL: jev.srv.URL}}, openaiModel(t, llm), keys)
+	s := newService(t, Config{PixieModel: openaiModel(t, llm), Keys: keys, Jev: JevConfig{BaseURL: jev.srv.URL}})
 	if _, err := s.Judge(context.Background(), one(boolQ("Done?"))); err != nil {
 		t.Fatal(err)
 	}
 	if len(jev.requests()) != 0 || len(llm.requests()) != 1 {
 		t.Fatalf("llm engine: jev calls %d, model calls %d", len(jev.requests()), len(llm.requests()))
 	}
-	s = New(Config{Engine: "JEV", Jev: JevConfig{BaseURL: jev.srv.URL}}, openaiModel(t, llm), keys)
+	s = newService(t, Config{PixieModel: openaiModel(t, llm), Keys: keys, Engine: "JEV", Jev: JevConfig{BaseURL: jev.srv.URL}})
 	resp, err := s.Judge(context.Background(), one(boolQ("Done?")))
 	if err != nil {
 		t.Fatal(err)
@@ -330,7 +330,7 @@ func TestSavedKeyReachesJev(t *testing.T) {
 	srv := jevServer(t, func(map[string]any) (int, string) { return 200, `{"answers":{"q":{"type":"noul","noul":0.7}}}` })
 	ks := NewKeyStore(KeyStoreOptions{Getenv: func(string) string { return "" }, Secrets: credentials.Open(t.TempDir())})
 	var logs bytes.Buffer
-	s := New(Config{Engine: EngineJev, Jev: JevConfig{BaseURL: srv.srv.URL}, Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}, nil, ks)
+	s := newService(t, Config{Keys: ks, Engine: EngineJev, Jev: JevConfig{BaseURL: srv.srv.URL}, Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	st, err := s.Keys().SetKey(ctx, jevKey)
 	if err != nil {
 		t.Fatal(err)

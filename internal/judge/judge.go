@@ -63,6 +63,10 @@ type Config struct {
 	// Logger receives one debug line per judgment and a warning per failure (never a key or
 	// the judged text); nil discards them.
 	Logger *slog.Logger
+	// PixieModel answers when Model sets no provider; nil means none.
+	PixieModel model.Model
+	// Keys holds the Jev key; nil means the jev engine has no key.
+	Keys *KeyStore
 }
 
 // JevConfig configures the Jev engine. The zero value works.
@@ -131,18 +135,21 @@ type engine struct {
 	jev        *jevClient
 }
 
-// New returns the decision engine. pixieModel answers when cfg.Model sets no provider (nil
-// means none). keys holds the Jev key (nil: the jev engine has no key). New never fails: a bad
-// configuration (unknown engine, invalid judge model) makes every Judge call fail with a
-// coded error and shows in Info().Problem.
-func New(cfg Config, pixieModel model.Model, keys *KeyStore) *Service {
-	s := &Service{pixie: pixieModel, keys: keys, log: cfg.Logger}
+// New returns the decision engine. It returns no error: a bad configuration (unknown engine,
+// invalid judge model) makes every Judge call fail with a coded error and shows in
+// Info().Problem.
+func New(_ context.Context, cfg Config) (*Service, error) {
+	s := &Service{pixie: cfg.PixieModel, keys: cfg.Keys, log: cfg.Logger}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.eng.Store(s.build(cfg))
-	return s
+	return s, nil
 }
+
+// Close releases nothing (the Service holds no goroutine, file or connection of its own: the
+// Jev client uses the default transport); it is there so that every component closes alike.
+func (s *Service) Close(context.Context) error { return nil }
 
 // build turns cfg into an engine; it never fails (a bad judge model is kept as modelErr).
 func (s *Service) build(cfg Config) *engine {
@@ -169,9 +176,9 @@ func (s *Service) build(cfg Config) *engine {
 }
 
 // Reconfigure replaces the engine, the system prompt, the judge model and the Jev settings at
-// run time, keeping the key store, the Pixie model and the logger given to New (cfg.Logger is
-// ignored). cfg is checked with CheckConfig first: on an error nothing changes. Judgments
-// already running finish with the configuration they started with.
+// run time, keeping the key store, the Pixie model and the logger given to New (cfg.Logger,
+// cfg.PixieModel and cfg.Keys are ignored). cfg is checked with CheckConfig first: on an error
+// nothing changes. Judgments already running finish with the configuration they started with.
 func (s *Service) Reconfigure(cfg Config) error {
 	if err := CheckConfig(cfg); err != nil {
 		return err

@@ -51,7 +51,7 @@ func TestLogprobExtraction(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := openaiProvider(t, tt.file, `{"unused": 1}`)
-			s := New(Config{}, openaiModel(t, p), nil)
+			s := newService(t, Config{PixieModel: openaiModel(t, p)})
 			resp, err := s.Judge(context.Background(), one(tt.q))
 			if err != nil {
 				t.Fatal(err)
@@ -102,7 +102,7 @@ func TestLogprobExtraction(t *testing.T) {
 
 func TestLogprobLowMassIsAnError(t *testing.T) {
 	p := openaiProvider(t, "openai_bool_low_mass.json", "")
-	s := New(Config{}, openaiModel(t, p), nil)
+	s := newService(t, Config{PixieModel: openaiModel(t, p)})
 	resp, err := s.Judge(context.Background(), one(boolQ("Is it done?")))
 	if !errs.Is(err, errs.Upstream) || !errors.Is(err, model.ErrBadResponse) {
 		t.Fatalf("err = %v, want upstream ErrBadResponse", err)
@@ -119,7 +119,7 @@ func TestLogprobLowMassIsAnError(t *testing.T) {
 // later judgments go straight to JSON.
 func TestNoLogprobsFallsBackToJSON(t *testing.T) {
 	p := openaiProvider(t, "openai_no_logprobs.json", `{"yes": 0.3, "no": 0.7}`)
-	s := New(Config{}, openaiModel(t, p), nil)
+	s := newService(t, Config{PixieModel: openaiModel(t, p)})
 	for round := range 2 {
 		resp, err := s.Judge(context.Background(), one(boolQ("Is it done?")))
 		if err != nil {
@@ -152,7 +152,7 @@ func TestLogprobsRefusedFallsBackToJSON(t *testing.T) {
 		}
 		return 200, openaiText("```json\n{\"A\": 0.1, \"B\": 0.2, \"C\": 0.7}\n```")
 	})
-	s := New(Config{}, openaiModel(t, p), nil)
+	s := newService(t, Config{PixieModel: openaiModel(t, p)})
 	resp, err := s.Judge(context.Background(), one(selectQ("x", "y", "z")))
 	if err != nil {
 		t.Fatal(err)
@@ -191,7 +191,7 @@ func TestJSONFallback(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := newProvider(t, "/v1/messages", func(map[string]any) (int, string) { return 200, anthropicText(tt.text) })
-			s := New(Config{}, anthropicModel(t, p), nil)
+			s := newService(t, Config{PixieModel: anthropicModel(t, p)})
 			resp, err := s.Judge(context.Background(), one(tt.q))
 			if tt.wantErr != "" {
 				if !errs.Is(err, errs.Upstream) || !errors.Is(err, model.ErrBadResponse) || !strings.Contains(err.Error(), tt.wantErr) {
@@ -233,7 +233,7 @@ func TestJSONFallback(t *testing.T) {
 func TestPromptsAndModels(t *testing.T) {
 	t.Run("default system prompt from prompt.md", func(t *testing.T) {
 		p := openaiProvider(t, "openai_bool_half.json", "")
-		if _, err := New(Config{}, openaiModel(t, p), nil).Judge(context.Background(), one(boolQ("Done?"))); err != nil {
+		if _, err := newService(t, Config{PixieModel: openaiModel(t, p)}).Judge(context.Background(), one(boolQ("Done?"))); err != nil {
 			t.Fatal(err)
 		}
 		msgs := p.requests()[0].Body["messages"].([]any)
@@ -243,7 +243,7 @@ func TestPromptsAndModels(t *testing.T) {
 	})
 	t.Run("custom system prompt", func(t *testing.T) {
 		p := openaiProvider(t, "openai_bool_half.json", "")
-		s := New(Config{SystemPrompt: "Judge strictly."}, openaiModel(t, p), nil)
+		s := newService(t, Config{PixieModel: openaiModel(t, p), SystemPrompt: "Judge strictly."})
 		if _, err := s.Judge(context.Background(), one(boolQ("Done?"))); err != nil {
 			t.Fatal(err)
 		}
@@ -262,7 +262,7 @@ func TestPromptsAndModels(t *testing.T) {
 	t.Run("judge model replaces the Pixie model", func(t *testing.T) {
 		pixie := openaiProvider(t, "openai_bool_half.json", "")
 		judgeSrv := openaiProvider(t, "openai_bool_case.json", "")
-		s := New(Config{Model: model.Config{Provider: "openai", BaseURL: judgeSrv.srv.URL + "/v1", Model: "judge-7b"}}, openaiModel(t, pixie), nil)
+		s := newService(t, Config{PixieModel: openaiModel(t, pixie), Model: model.Config{Provider: "openai", BaseURL: judgeSrv.srv.URL + "/v1", Model: "judge-7b"}})
 		resp, err := s.Judge(context.Background(), one(boolQ("Done?")))
 		if err != nil {
 			t.Fatal(err)
@@ -312,7 +312,9 @@ func TestNoModel(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := New(tt.cfg, tt.model, nil)
+			cfg := tt.cfg
+			cfg.PixieModel = tt.model
+			s := newService(t, cfg)
 			_, err := s.Judge(context.Background(), one(boolQ("Done?")))
 			if !errs.Is(err, tt.code) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want %s mentioning %q", err, tt.code, tt.want)
@@ -338,7 +340,7 @@ func TestSeveralQuestions(t *testing.T) {
 			return 200, anthropicText(`{"yes": 0.9, "no": 0.1}`)
 		}
 	})
-	s := New(Config{}, anthropicModel(t, p), nil)
+	s := newService(t, Config{PixieModel: anthropicModel(t, p)})
 	req := abi.JudgeRequest{State: "x", Questions: map[string]abi.Question{"a": boolQ("A?"), "b": boolQ("B?"), "c": scoreQ(2)}}
 	resp, err := s.Judge(context.Background(), req)
 	if err != nil {
@@ -365,7 +367,7 @@ func TestLLMTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = New(Config{}, m, nil).Judge(context.Background(), one(boolQ("Done?")))
+	_, err = newService(t, Config{PixieModel: m}).Judge(context.Background(), one(boolQ("Done?")))
 	if !errs.Is(err, errs.Timeout) || !errors.Is(err, model.ErrTimeout) {
 		t.Fatalf("err = %v, want timeout", err)
 	}
@@ -380,7 +382,7 @@ func TestModelKeyNeverShown(t *testing.T) {
 				return status, `{"error":{"message":"Incorrect API key provided: ` + modelKey + `","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`
 			})
 			var logs bytes.Buffer
-			s := New(Config{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}, openaiModel(t, p), nil)
+			s := newService(t, Config{PixieModel: openaiModel(t, p), Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 			resp, err := s.Judge(context.Background(), one(boolQ("Done?")))
 			if err == nil || errs.CodeOf(err) == errs.Internal {
 				t.Fatalf("err = %v", err)

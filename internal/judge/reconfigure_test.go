@@ -30,7 +30,7 @@ func TestReconfigure(t *testing.T) {
 	judgeP := newProvider(t, "/v1/messages", func(map[string]any) (int, string) {
 		return 200, anthropicText(`{"yes": 0.2, "no": 0.8}`)
 	})
-	s := New(Config{}, openaiModel(t, pixieP), nil)
+	s := newService(t, Config{PixieModel: openaiModel(t, pixieP)})
 	if !s.Info().UsesPixieModel {
 		t.Fatal("the Pixie model should answer before Reconfigure")
 	}
@@ -115,7 +115,7 @@ func TestNoLogprobsMemoryFollowsTheModel(t *testing.T) {
 	noLP := openaiProvider(t, "openai_no_logprobs.json", `{"yes": 0.3, "no": 0.7}`)
 	withLP := openaiProvider(t, "openai_bool_case.json", `{"yes": 0.5, "no": 0.5}`)
 	sw := model.NewSwappable(openaiModel(t, noLP))
-	s := New(Config{}, sw, nil)
+	s := newService(t, Config{PixieModel: sw})
 	for range 2 {
 		if _, err := s.Judge(context.Background(), one(boolQ("Done?"))); err != nil {
 			t.Fatal(err)
@@ -138,7 +138,7 @@ func TestNoLogprobsMemoryFollowsTheModel(t *testing.T) {
 func TestReconfigureWhileJudging(t *testing.T) {
 	p := openaiProvider(t, "", `{"yes": 0.6, "no": 0.4}`)
 	m := openaiModel(t, p)
-	s := New(Config{}, m, nil)
+	s := newService(t, Config{PixieModel: m})
 	var wg sync.WaitGroup
 	for i := range 4 {
 		wg.Add(1)

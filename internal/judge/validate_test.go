@@ -217,7 +217,7 @@ func TestBuildAnswer(t *testing.T) {
 
 func TestJudgeJSON(t *testing.T) {
 	p := openaiProvider(t, "openai_score.json", "")
-	s := New(Config{}, openaiModel(t, p), nil)
+	s := newService(t, Config{PixieModel: openaiModel(t, p)})
 	resp, err := s.JudgeJSON(context.Background(), []byte(`{"state": "x", "questions": {"q": {"type": "score", "instructions": "How good?", "criteria": ["a","b","c","d","e"]}}}`))
 	if err != nil {
 		t.Fatal(err)

@@ -20,11 +20,11 @@ import (
 // what these tests check is which files run, not the sandbox.
 func scriptEnv(t *testing.T) *env {
 	t.Helper()
-	bx, err := bash.New(bash.Config{})
+	bx, err := bash.New(context.Background(), bash.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { bx.Close() })
+	t.Cleanup(func() { bx.Close(context.Background()) })
 	return newEnv(t, runtime.Dispatcher{runtime.KindScript: bx}, nil, pet.Config{ScriptPolicy: runtime.PolicyFull, RunTimeout: 20 * time.Second})
 }
 
@@ -165,11 +165,11 @@ func (f *failingOnce) Run(ctx context.Context, req runtime.Request) (runtime.Res
 func TestARetryRunsTheSameDirectoryAndContent(t *testing.T) {
 	ctx := context.Background()
 	newFlaky := func(t *testing.T) (*env, *failingOnce) {
-		bx, err := bash.New(bash.Config{})
+		bx, err := bash.New(context.Background(), bash.Config{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { bx.Close() })
+		t.Cleanup(func() { bx.Close(context.Background()) })
 		f := &failingOnce{Executor: bx, refs: make(chan string, 10)}
 		return newEnv(t, runtime.Dispatcher{runtime.KindScript: f}, nil, pet.Config{ScriptPolicy: runtime.PolicyFull}), f
 	}

@@ -20,7 +20,7 @@ func Example() {
 	defer os.RemoveAll(tmp)
 	st, _ := badgerstore.Open(ctx, badgerstore.Options{Dir: filepath.Join(tmp, "data"), GCInterval: -1})
 	defer st.Close()
-	svc, _ := pet.New(st, nil, nil, pet.Config{Workspace: filepath.Join(tmp, "workspace")})
+	svc, _ := pet.New(context.Background(), pet.Config{Store: st, Workspace: filepath.Join(tmp, "workspace")})
 
 	dir := filepath.Join(tmp, "review-mr")
 	_ = os.MkdirAll(dir, 0o755)

@@ -29,11 +29,11 @@ const (
 // executors returns the real bash and WASM executors as one dispatcher.
 func executors(t *testing.T) runtime.Dispatcher {
 	t.Helper()
-	bx, err := bash.New(bash.Config{})
+	bx, err := bash.New(context.Background(), bash.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { bx.Close() })
+	t.Cleanup(func() { bx.Close(context.Background()) })
 	wx, err := wasm.New(context.Background(), wasm.Config{PoolSize: -1, CacheDir: testutil.WasmCacheDir(t)}, &pet.ModuleFiles{})
 	if err != nil {
 		t.Fatal(err)

@@ -102,7 +102,7 @@ func TestWASMSkillHelper(t *testing.T) {
 	})
 
 	t.Run("no helper", func(t *testing.T) {
-		svc, err := pet.New(e.st, exec, m, pet.Config{Workspace: e.ws, RunTimeout: 3 * time.Minute})
+		svc, err := pet.New(context.Background(), pet.Config{Store: e.st, Exec: exec, Model: m, Workspace: e.ws, RunTimeout: 3 * time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -56,7 +56,8 @@ func newEnv(t testing.TB, exec runtime.Executor, m model.Model, cfg pet.Config) 
 	if cfg.Workspace == "" {
 		cfg.Workspace = filepath.Join(t.TempDir(), "workspace")
 	}
-	svc, err := pet.New(st, exec, m, cfg)
+	cfg.Store, cfg.Exec, cfg.Model = st, exec, m
+	svc, err := pet.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,5 +231,13 @@ func (ms *modelServer) received() ([]string, []chatRequest) {
 // decision engine on m): what the binary gives Pet as Config.Helpers.
 func newHelpers(t testing.TB, m model.Model) *helper.Service {
 	t.Helper()
-	return helper.New(openStore(t).Instance(), m, judge.New(judge.Config{}, m, nil), helper.Config{})
+	j, err := judge.New(context.Background(), judge.Config{PixieModel: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := helper.New(context.Background(), helper.Config{Instance: openStore(t).Instance(), Model: m, Judge: j})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }

@@ -88,8 +88,15 @@ const (
 // appear there as symlinks named after the Skill.
 const ProjectionDir = ".pixie/skills"
 
-// Config configures a Service. The zero value works: every zero field takes its default.
+// Config configures a Service. Store is required; every other zero field takes its default.
 type Config struct {
+	// Store holds the Tasks, Invocations, Skills' records and the Wheel.
+	Store *store.Store
+	// Exec runs script and WASM Skills (normally a runtime.Dispatcher holding the bash and WASM
+	// executors); nil leaves both unavailable.
+	Exec runtime.Executor
+	// Model is the Pixie model for instruction Skills; nil means none is configured.
+	Model model.Model
 	// Home is Pixie's home directory, used only to place the default Workspace; empty means
 	// $PIXIE_HOME, else ~/.pixie.
 	Home string
@@ -201,10 +208,9 @@ type Service struct {
 	builtins  []BuiltinAction
 }
 
-// New returns the Pet service over st. exec runs script and WASM Skills (normally a
-// runtime.Dispatcher holding the bash and WASM executors; nil leaves both unavailable), and m is
-// the Pixie model for instruction Skills (nil means none is configured).
-func New(st *store.Store, exec runtime.Executor, m model.Model, cfg Config) (*Service, error) {
+// New returns the Pet service over cfg.Store.
+func New(_ context.Context, cfg Config) (*Service, error) {
+	st, exec, m := cfg.Store, cfg.Exec, cfg.Model
 	if st == nil {
 		return nil, errs.New(errs.Invalid, "pet: a store is required")
 	}
@@ -220,6 +226,10 @@ func New(st *store.Store, exec runtime.Executor, m model.Model, cfg Config) (*Se
 	}
 	return &Service{st: st, exec: exec, model: m, cfg: cfg, log: cfg.Logger, boot: boot}, nil
 }
+
+// Close releases nothing (a Run holds what it uses only while it runs, and the executors belong
+// to the caller); it is there so that every component closes alike.
+func (s *Service) Close(context.Context) error { return nil }
 
 // Paths are the Pet directories.
 type Paths struct {

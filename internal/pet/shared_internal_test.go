@@ -23,7 +23,7 @@ func TestScopeLockAcrossReplicas(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = st.Close() })
-		s, err := New(st, nil, nil, Config{Workspace: filepath.Join(t.TempDir(), "ws")})
+		s, err := New(context.Background(), Config{Store: st, Workspace: filepath.Join(t.TempDir(), "ws")})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -24,7 +24,7 @@ func TestScopeIndexUnderConcurrentTransactions(t *testing.T) {
 	defer st.Close()
 	var svcs []*Service
 	for range 2 {
-		s, err := New(st, nil, nil, Config{Workspace: filepath.Join(t.TempDir(), "ws")})
+		s, err := New(context.Background(), Config{Store: st, Workspace: filepath.Join(t.TempDir(), "ws")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,8 +74,8 @@ func TestInterruptedRunIsTransient(t *testing.T) {
 	}
 	defer st.Close()
 	ctx := context.Background()
-	before, _ := New(st, nil, nil, Config{Workspace: filepath.Join(t.TempDir(), "ws")})
-	after, _ := New(st, nil, nil, Config{Workspace: filepath.Join(t.TempDir(), "ws")})
+	before, _ := New(context.Background(), Config{Store: st, Workspace: filepath.Join(t.TempDir(), "ws")})
+	after, _ := New(context.Background(), Config{Store: st, Workspace: filepath.Join(t.TempDir(), "ws")})
 	snap := Snapshot{Scope: ScopeIndependent, CapturedAt: time.Now().UTC()}
 	_, inv, _, err := before.createInvocation(ctx, snap, "a", KindInstructions, "/x", "")
 	if err != nil {
@@ -108,7 +108,7 @@ func TestAShortValueStoredBeforeTheRuleFailsClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	svc, err := New(st, nil, nil, Config{Workspace: t.TempDir()})
+	svc, err := New(context.Background(), Config{Store: st, Workspace: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,6 +79,11 @@ var _ Hints = (*hint.Queue)(nil)
 // Config configures a Proxy. The zero value works: it forwards to the vendors' public APIs and
 // injects hints when given a queue.
 type Config struct {
+	// Store remembers the sessions the proxy carried (for Carries); nil keeps them in memory
+	// only.
+	Store *store.Store
+	// Hints is the queue whose hints are injected; nil means nothing is ever injected.
+	Hints Hints
 	// AnthropicURL is the upstream of /v1/proxy/anthropic; empty means DefaultAnthropicURL.
 	AnthropicURL string
 	// OpenAIURL is the upstream of /v1/proxy/openai; empty means DefaultOpenAIURL.
@@ -109,15 +114,16 @@ type Proxy struct {
 	hints     Hints
 	upstreams map[API]*url.URL
 	transport http.RoundTripper
+	own       *http.Transport // the transport New made (nil with Config.Transport)
 	log       *slog.Logger
 	seen      *seenSessions
 	errLog    *log.Logger
 }
 
-// New returns a Proxy over hints (nil: nothing is ever injected) and st (where the sessions the
-// proxy carried are remembered for Carries; nil keeps them in memory only). It fails with an
-// errs.Invalid error on an upstream that is not an http(s) URL.
-func New(st *store.Store, hints Hints, cfg Config) (*Proxy, error) {
+// New returns a Proxy over cfg.Hints and cfg.Store. It fails with an errs.Invalid error on an
+// upstream that is not an http(s) URL.
+func New(_ context.Context, cfg Config) (*Proxy, error) {
+	st, hints := cfg.Store, cfg.Hints
 	if cfg.AnthropicURL == "" {
 		cfg.AnthropicURL = DefaultAnthropicURL
 	}
@@ -152,9 +158,19 @@ func New(st *store.Store, hints Hints, cfg Config) (*Proxy, error) {
 		t.MaxIdleConnsPerHost = 32
 		t.ResponseHeaderTimeout = 0
 		p.transport = t
+		p.own = t
 	}
 	p.errLog = slog.NewLogLogger(lg.Handler(), slog.LevelWarn)
 	return p, nil
+}
+
+// Close closes the idle upstream connections of the transport New made (a Config.Transport is
+// left to its owner). Exchanges in flight are not cut; the Proxy stays usable.
+func (p *Proxy) Close(context.Context) error {
+	if p.own != nil {
+		p.own.CloseIdleConnections()
+	}
+	return nil
 }
 
 // Upstream returns the configured upstream of api (for /v1/info and docs).

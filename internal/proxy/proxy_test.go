@@ -65,13 +65,15 @@ func newRig(t *testing.T, cfg proxy.Config, qcfg hint.Config) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := hint.New(st, qcfg)
+	qcfg.Store = st
+	q, err := hint.New(context.Background(), qcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	logs := &lockedBuffer{}
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	p, err := proxy.New(st, q, cfg)
+	cfg.Store, cfg.Hints = st, q
+	p, err := proxy.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +86,7 @@ func newRig(t *testing.T, cfg proxy.Config, qcfg hint.Config) *rig {
 		}
 		http.NotFound(w, r)
 	}))
-	t.Cleanup(func() { front.Close(); q.Close(); st.Close() })
+	t.Cleanup(func() { front.Close(); q.Close(context.Background()); st.Close() })
 	return &rig{t: t, q: q, st: st, p: p, front: front, logs: logs}
 }
 
@@ -816,7 +818,7 @@ func TestCarriesRemembersSessions(t *testing.T) {
 	if !r.p.Carries(ctx, "cc-1") {
 		t.Fatal("does not carry the session it forwarded")
 	}
-	other, err := proxy.New(r.st, r.q, proxy.Config{})
+	other, err := proxy.New(context.Background(), proxy.Config{Store: r.st, Hints: r.q})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -834,11 +836,11 @@ func TestCarriesRemembersSessions(t *testing.T) {
 
 func TestNewRefusesBadUpstreams(t *testing.T) {
 	for _, u := range []string{"ftp://x", "not a url", "http://", "https://api.example.com/?q=1"} {
-		if _, err := proxy.New(nil, nil, proxy.Config{AnthropicURL: u}); err == nil {
+		if _, err := proxy.New(context.Background(), proxy.Config{AnthropicURL: u}); err == nil {
 			t.Errorf("accepted upstream %q", u)
 		}
 	}
-	p, err := proxy.New(nil, nil, proxy.Config{})
+	p, err := proxy.New(context.Background(), proxy.Config{})
 	if err != nil || p.Upstream(proxy.Anthropic) != proxy.DefaultAnthropicURL || p.Upstream(proxy.OpenAI) != proxy.DefaultOpenAIURL {
 		t.Fatalf("defaults: %v %v", p, err)
 	}

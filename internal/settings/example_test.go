@@ -37,7 +37,7 @@ func Example() {
 	defer st.Close()
 
 	pixieModel := model.NewSwappable(nil) // what the gate service, the judge, Pet and Lark hold
-	svc, err := settings.New(ctx, settings.Options{Config: config.Defaults(home), Store: st,
+	svc, err := settings.New(ctx, settings.Config{Config: config.Defaults(home), Store: st,
 		Secrets: credentials.Open(home), Model: pixieModel, LookupEnv: func(string) (string, bool) { return "", false }})
 	if err != nil {
 		fmt.Println(err)

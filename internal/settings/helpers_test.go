@@ -187,8 +187,10 @@ func (r *rig) start() {
 	r.model = model.NewSwappable(nil)
 	log := slog.New(slog.NewJSONHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	keys := judge.NewKeyStore(judge.KeyStoreOptions{Getenv: func(n string) string { return r.env[n] }, Secrets: r.creds})
-	r.judge = judge.New(judge.Config{Logger: log}, r.model, keys)
-	svc, err := New(context.Background(), Options{Config: r.cfg, Store: st, Secrets: r.creds, Model: r.model,
+	if r.judge, err = judge.New(context.Background(), judge.Config{Logger: log, PixieModel: r.model, Keys: keys}); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := New(context.Background(), Config{Config: r.cfg, Store: st, Secrets: r.creds, Model: r.model,
 		Judge: r.judge, LookupEnv: r.env.lookup, Logger: log})
 	if err != nil {
 		t.Fatal(err)

@@ -71,8 +71,8 @@ type Secrets interface {
 	Delete(ctx context.Context, name string) error
 }
 
-// Options configures New.
-type Options struct {
+// Config configures New. Store and Model are required.
+type Config struct {
 	// Config is the effective file + environment + flags configuration (config.Load).
 	Config config.Config
 	// Store keeps the saved settings (collection settings/).
@@ -265,7 +265,8 @@ type Service struct {
 	judgeSec section
 	judgeEnv map[string]string // engine, systemPrompt, jevBaseUrl, jevModel, jevTimeout → variable
 
-	unlisten func()
+	unlisten  func()
+	closeOnce sync.Once
 
 	mu           sync.Mutex
 	modelDoc     modelDoc
@@ -274,11 +275,11 @@ type Service struct {
 	judgeProblem string
 }
 
-// New loads the saved settings and applies them: it sets opts.Model's provider and, with a
+// New loads the saved settings and applies them: it sets cfg.Model's provider and, with a
 // decision engine, reconfigures it. A saved value that does not work any more is reported in
 // the section's Problem and the file configuration is used; New fails only when the file
 // configuration itself cannot build the Pixie model.
-func New(ctx context.Context, opts Options) (*Service, error) {
+func New(ctx context.Context, opts Config) (*Service, error) {
 	if opts.Model == nil {
 		return nil, errs.New(errs.Internal, "settings: no Pixie model to configure")
 	}
@@ -325,11 +326,14 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 	return s, nil
 }
 
-// Close stops hearing other replicas' changes.
-func (s *Service) Close() {
-	if s.unlisten != nil {
-		s.unlisten()
-	}
+// Close stops hearing other replicas' changes. It may be called more than once.
+func (s *Service) Close(context.Context) error {
+	s.closeOnce.Do(func() {
+		if s.unlisten != nil {
+			s.unlisten()
+		}
+	})
+	return nil
 }
 
 // topic is the notification of a settings change; its payload is the writer's instance.

@@ -32,13 +32,15 @@ func pgRig(t *testing.T, url string) *rig {
 	r.model = model.NewSwappable(nil)
 	log := slog.New(slog.NewJSONHandler(r.logs, nil))
 	keys := judge.NewKeyStore(judge.KeyStoreOptions{Getenv: func(string) string { return "" }, Secrets: secrets})
-	r.judge = judge.New(judge.Config{Logger: log}, r.model, keys)
-	r.svc, err = New(ctx, Options{Config: r.cfg, Store: st, Secrets: secrets, Model: r.model, Judge: r.judge,
+	if r.judge, err = judge.New(ctx, judge.Config{Logger: log, PixieModel: r.model, Keys: keys}); err != nil {
+		t.Fatal(err)
+	}
+	r.svc, err = New(ctx, Config{Config: r.cfg, Store: st, Secrets: secrets, Model: r.model, Judge: r.judge,
 		LookupEnv: r.env.lookup, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(r.svc.Close)
+	t.Cleanup(func() { _ = r.svc.Close(ctx) })
 	return r
 }
 

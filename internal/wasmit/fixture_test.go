@@ -228,7 +228,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { v.Close(ctx) })
-	if s.reg, err = modules.New(st, s.blobs, v, modules.Options{MaxSize: o.maxModuleSize}); err != nil {
+	if s.reg, err = modules.New(context.Background(), modules.Config{Store: st, Dir: s.blobs, Validator: v, MaxSize: o.maxModuleSize}); err != nil {
 		t.Fatal(err)
 	}
 	if s.x, err = wasm.New(ctx, wc, s.reg); err != nil {
@@ -236,19 +236,28 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	}
 	t.Cleanup(func() { s.x.Close(ctx) })
 	// Scripts run through the real binary's sandbox verb, as the server's do.
-	bx, err := bash.New(bash.Config{PixieBinDir: filepath.Dir(testutil.PixieBinary(t)), Sandbox: []string{testutil.PixieBinary(t), sandbox.Verb}})
+	bx, err := bash.New(context.Background(), bash.Config{PixieBinDir: filepath.Dir(testutil.PixieBinary(t)), Sandbox: []string{testutil.PixieBinary(t), sandbox.Verb}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { bx.Close() })
+	t.Cleanup(func() { bx.Close(context.Background()) })
 	s.llm = newLLM(t)
 	m, err := model.New(model.Config{Provider: "openai", BaseURL: s.llm.URL + "/v1", Model: "m", APIKey: "sk-wasmit-secret"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := helper.New(st.Instance(), m, judge.New(judge.Config{}, m, nil), helper.Config{})
-	s.gates = gate.New(st, runtime.Dispatcher{runtime.KindScript: bx, runtime.KindModule: s.x}, m, hs,
-		gate.Config{Home: s.home, Modules: s.reg})
+	j, err := judge.New(ctx, judge.Config{PixieModel: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs, err := helper.New(ctx, helper.Config{Instance: st.Instance(), Model: m, Judge: j})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.gates, err = gate.New(ctx, gate.Config{Store: st, Exec: runtime.Dispatcher{runtime.KindScript: bx, runtime.KindModule: s.x}, Model: m, Helpers: hs, Home: s.home, Modules: s.reg})
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv := server.New(server.Config{Token: token}, server.Deps{Store: st, Gates: s.gates, Helpers: hs, Modules: s.reg, ModuleInUse: s.gates.ModuleInUse})
 	s.ts = httptest.NewServer(srv.Handler())
 	t.Cleanup(s.ts.Close)

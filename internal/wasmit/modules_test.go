@@ -278,8 +278,11 @@ func TestDeleteAndSaveNeverBothCommit(t *testing.T) {
 				t.Errorf("the concurrent delete: %v", err)
 			}
 		}}
-		svc = gate.New(s.st, nil, nil, nil, gate.Config{Home: s.home, Modules: checker})
-		_, err := svc.SaveGate(ctx, gateWith("late", "user-message", "", moduleRule("echo-rule"), "", 0))
+		var err error
+		if svc, err = gate.New(ctx, gate.Config{Store: s.st, Home: s.home, Modules: checker}); err != nil {
+			t.Fatal(err)
+		}
+		_, err = svc.SaveGate(ctx, gateWith("late", "user-message", "", moduleRule("echo-rule"), "", 0))
 		if !errs.Is(err, errs.Invalid) || !strings.Contains(string(mustJSON(errDetails(err))), "does not exist") {
 			t.Fatalf("a gate naming the module deleted meanwhile: %v", err)
 		}

@@ -119,7 +119,7 @@ var varName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // New returns an Executor for cfg. It fails with an error wrapping runtime.ErrUnsupported when
 // no bash can be found, so the binary can leave script rules unregistered.
-func New(cfg Config) (*Executor, error) {
+func New(_ context.Context, cfg Config) (*Executor, error) {
 	if err := supported(); err != nil {
 		return nil, err
 	}
@@ -198,13 +198,13 @@ func New(cfg Config) (*Executor, error) {
 	}
 	if cfg.PixieBinDir == "" {
 		if err := os.Symlink(self, filepath.Join(e.scratch.Path(), "pixie")); err != nil {
-			e.Close()
+			e.Close(context.Background())
 			return nil, fmt.Errorf("bash executor: helper link: %w", err)
 		}
 		e.binDir = e.scratch.Path()
 	} else {
 		if !filepath.IsAbs(cfg.PixieBinDir) {
-			e.Close()
+			e.Close(context.Background())
 			return nil, errs.New(errs.Invalid, "bash executor: helper directory %q is not absolute", cfg.PixieBinDir)
 		}
 		e.binDir = filepath.Clean(cfg.PixieBinDir)
@@ -218,7 +218,7 @@ func New(cfg Config) (*Executor, error) {
 		}
 	}
 	if err != nil {
-		e.Close()
+		e.Close(context.Background())
 		return nil, errs.Wrap(errs.Invalid, err, "bash executor: helper %s: %v", helper, err)
 	}
 	e.readable = []string{helper, target}
@@ -247,7 +247,7 @@ func detect(command []string) sandbox.Isolation {
 }
 
 // Close removes the executor's private directory.
-func (e *Executor) Close() error {
+func (e *Executor) Close(context.Context) error {
 	if e.scratch != nil {
 		return e.scratch.Close()
 	}

@@ -30,12 +30,12 @@ func TestMain(m *testing.M) {
 
 func newExecutor(t testing.TB, cfg Config) *Executor {
 	t.Helper()
-	e, err := New(cfg)
+	e, err := New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := e.Close(); err != nil {
+		if err := e.Close(context.Background()); err != nil {
 			t.Error(err)
 		}
 	})
@@ -671,16 +671,16 @@ func TestHiddenDataDirectory(t *testing.T) {
 }
 
 func TestNew(t *testing.T) {
-	if _, err := New(Config{Bash: "no-such-bash-here"}); !errors.Is(err, runtime.ErrUnsupported) {
+	if _, err := New(context.Background(), Config{Bash: "no-such-bash-here"}); !errors.Is(err, runtime.ErrUnsupported) {
 		t.Errorf("missing bash: %v", err)
 	}
-	if _, err := New(Config{PixieBinDir: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "pixie") {
+	if _, err := New(context.Background(), Config{PixieBinDir: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "pixie") {
 		t.Errorf("helper directory without pixie: %v", err)
 	}
-	if _, err := New(Config{MaxOutput: -1}); errs.CodeOf(err) != errs.Invalid {
+	if _, err := New(context.Background(), Config{MaxOutput: -1}); errs.CodeOf(err) != errs.Invalid {
 		t.Errorf("negative cap: %v", err)
 	}
-	if _, err := New(Config{Hidden: []string{"data"}}); errs.CodeOf(err) != errs.Invalid {
+	if _, err := New(context.Background(), Config{Hidden: []string{"data"}}); errs.CodeOf(err) != errs.Invalid {
 		t.Errorf("relative hidden directory: %v", err)
 	}
 	// A configured helper directory is used as given and not removed by Close.
@@ -688,7 +688,7 @@ func TestNew(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "pixie"), []byte("#!/bin/sh\necho helper\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	e, err := New(Config{PixieBinDir: dir})
+	e, err := New(context.Background(), Config{PixieBinDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -696,19 +696,19 @@ func TestNew(t *testing.T) {
 	if err != nil || res.Stdout != "helper" {
 		t.Errorf("Run = %+v, %v", res, err)
 	}
-	if err := e.Close(); err != nil {
+	if err := e.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "pixie")); err != nil {
 		t.Errorf("Close removed a configured helper directory: %v", err)
 	}
 	// The private one is removed.
-	e, err = New(Config{})
+	e, err = New(context.Background(), Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	priv := e.binDir
-	if err := e.Close(); err != nil {
+	if err := e.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(priv); !os.IsNotExist(err) {
@@ -737,12 +737,12 @@ func TestTrimBoundaryNewlines(t *testing.T) {
 }
 
 func ExampleExecutor_Run() {
-	e, err := New(Config{})
+	e, err := New(context.Background(), Config{})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer e.Close()
+	defer e.Close(context.Background())
 	dir, _ := os.MkdirTemp("", "example")
 	defer os.RemoveAll(dir)
 	ref := filepath.Join(dir, "conclude.sh")

@@ -100,8 +100,15 @@ func bodyKey(sha string) string { return "module-body/" + sha }
 // topic is the notification every change sends over a shared store.
 const topic = "modules"
 
-// Options configures a Registry. The zero value works.
-type Options struct {
+// Config configures a Registry. Store, Dir and Validator are required; the zero value of
+// every other field works.
+type Config struct {
+	// Store keeps the modules' metadata (and, when shared, their bodies).
+	Store *store.Store
+	// Dir keeps the module bodies on a local store (created 0700 if missing).
+	Dir string
+	// Validator checks uploads.
+	Validator Validator
 	// MaxSize caps a module's size in bytes; zero means DefaultMaxSize.
 	MaxSize int64
 	// Now returns the time; nil means time.Now.
@@ -125,13 +132,15 @@ type Registry struct {
 	gen      uint64
 
 	// shared keeps bodies in the store (module-body/<sha>) instead of files.
-	shared   bool
-	unlisten func()
+	shared    bool
+	unlisten  func()
+	closeOnce sync.Once
 }
 
-// New returns a registry storing module bodies in dir (created 0700 if missing) and metadata in
-// st, validating uploads with v.
-func New(st *store.Store, dir string, v Validator, opts Options) (*Registry, error) {
+// New returns a registry storing module bodies in cfg.Dir and metadata in cfg.Store,
+// validating uploads with cfg.Validator.
+func New(_ context.Context, opts Config) (*Registry, error) {
+	st, dir, v := opts.Store, opts.Dir, opts.Validator
 	if st == nil || v == nil || dir == "" {
 		return nil, errors.New("modules: store, validator and directory are required")
 	}
@@ -152,11 +161,14 @@ func New(st *store.Store, dir string, v Validator, opts Options) (*Registry, err
 	return r, nil
 }
 
-// Close stops listening for other replicas' changes.
-func (r *Registry) Close() {
-	if r.unlisten != nil {
-		r.unlisten()
-	}
+// Close stops listening for other replicas' changes. It may be called more than once.
+func (r *Registry) Close(context.Context) error {
+	r.closeOnce.Do(func() {
+		if r.unlisten != nil {
+			r.unlisten()
+		}
+	})
+	return nil
 }
 
 // MaxSize is the size cap in bytes.

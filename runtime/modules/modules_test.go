@@ -29,7 +29,7 @@ func TestRegistry(t *testing.T) {
 	defer v.Close(ctx)
 	echo := testutil.Guest(t, "testdata/echo")
 	skip := testutil.Guest(t, "only-search-tools")
-	reg, err := modules.New(st, filepath.Join(dir, "blobs"), v, modules.Options{MaxSize: int64(len(echo))})
+	reg, err := modules.New(context.Background(), modules.Config{Store: st, Dir: filepath.Join(dir, "blobs"), Validator: v, MaxSize: int64(len(echo))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func newRegistry(t *testing.T) (*modules.Registry, *store.Store) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { v.Close(ctx) })
-	reg, err := modules.New(st, filepath.Join(dir, "blobs"), v, modules.Options{})
+	reg, err := modules.New(context.Background(), modules.Config{Store: st, Dir: filepath.Join(dir, "blobs"), Validator: v})
 	if err != nil {
 		t.Fatal(err)
 	}

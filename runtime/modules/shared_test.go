@@ -33,11 +33,11 @@ func TestRegistrySharedStore(t *testing.T) {
 		}
 		t.Cleanup(func() { st.Close() })
 		dir := filepath.Join(t.TempDir(), "blobs")
-		r, err := modules.New(st, dir, v, modules.Options{})
+		r, err := modules.New(context.Background(), modules.Config{Store: st, Dir: dir, Validator: v})
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(r.Close)
+		t.Cleanup(func() { _ = r.Close(context.Background()) })
 		return st, r, dir
 	}
 	_, a, dirA := open()

@@ -60,7 +60,7 @@ func newEnv(ctx context.Context, dir string, cfg Config) (*testEnv, error) {
 	if err != nil {
 		return nil, err
 	}
-	reg, err := modules.New(st, dir+"/blobs", v, modules.Options{MaxSize: cfg.MaxModuleSize})
+	reg, err := modules.New(context.Background(), modules.Config{Store: st, Dir: dir + "/blobs", Validator: v, MaxSize: cfg.MaxModuleSize})
 	if err != nil {
 		return nil, err
 	}

@@ -109,7 +109,7 @@ func TestQAGroupThroughPet(t *testing.T) {
 	if _, err := h.ch.SetOwner(ctx, alice); err != nil {
 		t.Fatal(err)
 	}
-	svc, err := pet.New(h.st, nil, nil, pet.Config{Workspace: t.TempDir()})
+	svc, err := pet.New(context.Background(), pet.Config{Store: h.st, Workspace: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
