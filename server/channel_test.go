@@ -126,14 +126,15 @@ func newChannelEnv(t *testing.T, enabled bool) *channelEnv {
 	}
 	t.Cleanup(func() { st.Close() })
 	reg := prometheus.NewRegistry()
-	ch, err := lark.New(context.Background(), st, lark.Config{
+	ch, err := lark.New(context.Background(), lark.Config{
+		Store:   st,
 		Enabled: enabled, BaseURL: url, DefaultWorkspace: t.TempDir(), SpoolDir: filepath.Join(t.TempDir(), "spool"),
 		Executor: lark.ExecutorExternal, SweepInterval: -1, Registerer: reg,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { ch.Close() })
+	t.Cleanup(func() { ch.Close(context.Background()) })
 	logs := &bytes.Buffer{}
 	srv := New(Config{Token: testToken, Registry: reg, Logger: slog.New(slog.NewJSONHandler(logs, nil))}, Deps{Store: st, Channel: ch})
 	ts := httptest.NewServer(srv.Handler())

@@ -21,7 +21,8 @@ func newLarkChannel(ctx context.Context, cfg config.Config, log *slog.Logger, st
 			return nil, err
 		}
 	}
-	return lark.New(ctx, st, lark.Config{
+	return lark.New(ctx, lark.Config{
+		Store:            st,
 		Enabled:          cfg.Lark.Enabled,
 		BaseURL:          cfg.Lark.BaseURL,
 		DefaultWorkspace: ws,

@@ -151,7 +151,7 @@ func (a *App) wire(ctx context.Context, version string) error {
 	if err != nil {
 		return fmt.Errorf("lark: %w", err)
 	}
-	a.closers = append(a.closers, func(context.Context) error { return larkCh.Close() })
+	a.closers = append(a.closers, larkCh.Close)
 	if err := petSvc.RegisterBuiltin(larkCh.QAAction()); err != nil {
 		return fmt.Errorf("lark: %w", err)
 	}

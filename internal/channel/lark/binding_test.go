@@ -78,11 +78,12 @@ func TestBindUnreachableLark(t *testing.T) {
 	cfg := h.cfg
 	cfg.BaseURL = "http://127.0.0.1:1"
 	cfg.Registerer = prometheus.NewRegistry()
-	ch, err := New(ctx, h.st, cfg)
+	cfg.Store = h.st
+	ch, err := New(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ch.Close()
+	defer ch.Close(context.Background())
 	_, err = ch.Bind(ctx, BindRequest{AppID: "cli_unreach", AppSecret: "s", VerificationToken: "t"})
 	if c := errs.CodeOf(err); c != errs.Upstream && c != errs.Timeout {
 		t.Fatalf("unreachable Lark: %v (%s)", err, c)

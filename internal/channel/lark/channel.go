@@ -48,9 +48,10 @@ type Channel struct {
 	sh sharedState
 }
 
-// New returns the channel over st and starts its worker and deadline sweep. A missing or
+// New returns the channel over cfg.Store and starts its worker and deadline sweep. A missing or
 // incomplete binding is not an error: the channel is then unavailable and Status says why.
-func New(ctx context.Context, st *store.Store, cfg Config) (*Channel, error) {
+func New(ctx context.Context, cfg Config) (*Channel, error) {
+	st := cfg.Store
 	if st == nil {
 		return nil, errs.New(errs.Invalid, "lark: a store is required")
 	}
@@ -100,8 +101,8 @@ func New(ctx context.Context, st *store.Store, cfg Config) (*Channel, error) {
 }
 
 // Close stops the worker, the sweep and running built-in turns. Deliveries stay in the store
-// and resume on the next start.
-func (c *Channel) Close() error {
+// and resume on the next start. It may be called more than once.
+func (c *Channel) Close(context.Context) error {
 	c.cancel()
 	c.wg.Wait()
 	return nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/model"
+	"github.com/pixie-dev/pixie/internal/store"
 )
 
 // Defaults of Config. The deadline values and the pairing lifetime are the spec's.
@@ -36,6 +37,8 @@ const (
 
 // Config configures a Channel. The zero value works (the channel is then off).
 type Config struct {
+	// Store holds the binding, the allowlist, the Loci and their Deliveries; required.
+	Store *store.Store
 	// Enabled turns the channel on; it also needs a verified binding.
 	Enabled bool
 	// BaseURL is Lark's open API base; empty means https://open.feishu.cn.

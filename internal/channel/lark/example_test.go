@@ -21,12 +21,12 @@ func Example() {
 		return
 	}
 	defer st.Close()
-	ch, err := lark.New(ctx, st, lark.Config{Enabled: true, Home: dir})
+	ch, err := lark.New(ctx, lark.Config{Store: st, Enabled: true, Home: dir})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer ch.Close()
+	defer ch.Close(context.Background())
 
 	s := ch.Status(ctx)
 	fmt.Println("available:", s.Available)

@@ -125,19 +125,21 @@ func newHarness(t testing.TB, opts ...harnessOpt) *harness {
 
 func (h *harness) open() {
 	h.t.Helper()
-	ch, err := New(context.Background(), h.st, h.cfg)
+	cfg := h.cfg
+	cfg.Store = h.st
+	ch, err := New(context.Background(), cfg)
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	h.ch = ch
-	h.t.Cleanup(func() { _ = ch.Close() })
+	h.t.Cleanup(func() { _ = ch.Close(context.Background()) })
 }
 
 // restart closes the channel and opens a new one over the same store and credentials, as a
 // process restart does (the clock moves on so the watermark is after the earlier messages).
 func (h *harness) restart() {
 	h.t.Helper()
-	_ = h.ch.Close()
+	_ = h.ch.Close(context.Background())
 	h.open()
 }
 

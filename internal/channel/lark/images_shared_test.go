@@ -27,11 +27,13 @@ func TestImagesAcrossReplicas(t *testing.T) {
 	cfg.SpoolDir = filepath.Join(t.TempDir(), "spool-b")
 	stB := openPG(t, url)
 	t.Cleanup(func() { _ = stB.Close() })
-	b, err := New(context.Background(), stB, cfg)
+	cfgB := cfg
+	cfgB.Store = stB
+	b, err := New(context.Background(), cfgB)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = b.Close() })
+	t.Cleanup(func() { _ = b.Close(context.Background()) })
 	a := h.ch
 	waitFor(t, "one leader", func() bool { return a.leads() != b.leads() })
 	h.allow(alice)

@@ -54,11 +54,12 @@ func (h *harness) replica(url string) *Channel {
 	cfg.Registerer = prometheus.NewRegistry()
 	st := openPG(h.t, url)
 	h.t.Cleanup(func() { _ = st.Close() })
-	ch, err := New(context.Background(), st, cfg)
+	cfg.Store = st
+	ch, err := New(context.Background(), cfg)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	h.t.Cleanup(func() { _ = ch.Close() })
+	h.t.Cleanup(func() { _ = ch.Close(context.Background()) })
 	return ch
 }
 
