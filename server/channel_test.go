@@ -136,7 +136,7 @@ func newChannelEnv(t *testing.T, enabled bool) *channelEnv {
 	}
 	t.Cleanup(func() { ch.Close(context.Background()) })
 	logs := &bytes.Buffer{}
-	srv := New(Config{Token: testToken, Registry: reg, Logger: slog.New(slog.NewJSONHandler(logs, nil))}, Deps{Store: st, Channel: ch})
+	srv := serverFor(t, Config{Token: testToken, Registry: reg, Logger: slog.New(slog.NewJSONHandler(logs, nil))}, Deps{Store: st, Channel: ch})
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
 	return &channelEnv{ts: ts, ch: ch, api: api, app: fmt.Sprintf("cli_srv%d", time.Now().UnixNano()), logs: logs}
@@ -362,7 +362,7 @@ func TestChannelRoutes(t *testing.T) {
 }
 
 func TestChannelRoutesUnmounted(t *testing.T) {
-	srv := New(Config{Token: testToken}, Deps{})
+	srv := serverFor(t, Config{Token: testToken}, Deps{})
 	ts := httptest.NewServer(srv.Handler())
 	defer ts.Close()
 	resp, err := http.Post(ts.URL+"/v1/channel/lark/events", "application/json", strings.NewReader(`{}`))

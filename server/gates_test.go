@@ -87,7 +87,7 @@ func newGateFixture(t testing.TB, answerText string) *gateFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New(Config{Token: testToken, Logger: slog.New(slog.NewJSONHandler(f.logs, nil))}, Deps{Store: st, Gates: f.svc, Helpers: hs})
+	s := serverFor(t, Config{Token: testToken, Logger: slog.New(slog.NewJSONHandler(f.logs, nil))}, Deps{Store: st, Gates: f.svc, Helpers: hs})
 	f.ts = httptest.NewServer(s.Handler())
 	t.Cleanup(f.ts.Close)
 	hs.SetURL(f.ts.URL)

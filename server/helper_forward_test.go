@@ -55,7 +55,7 @@ func TestHelperCallsAreForwardedToTheIssuingReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs := fakeReplicas{self: svc.Instance(), other: "00ff00ff00ff00ff", otherURL: other.URL}
-	s := New(Config{Token: testToken, Logger: slog.New(slog.DiscardHandler)}, Deps{Store: st, Helpers: svc, Replicas: rs})
+	s := serverFor(t, Config{Token: testToken, Logger: slog.New(slog.DiscardHandler)}, Deps{Store: st, Helpers: svc, Replicas: rs})
 	ts := httptest.NewServer(s.Handler())
 	defer ts.Close()
 	post := func(tok string, forwarded bool) (int, string) {

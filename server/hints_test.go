@@ -56,7 +56,7 @@ func (e *hintEnv) open(t testing.TB, qcfg hint.Config, scfg Config) {
 	}
 	scfg.Token = e.token
 	e.st, e.q = st, q
-	e.srv = New(scfg, Deps{Store: st, Hints: q})
+	e.srv = serverFor(t, scfg, Deps{Store: st, Hints: q})
 	// Serve through Server.Serve (not httptest), so the server's own timeouts apply.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -752,7 +752,7 @@ func TestHintEventsEndOnShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close(context.Background())
-	s := New(Config{Token: testToken}, Deps{Store: st, Hints: q})
+	s := serverFor(t, Config{Token: testToken}, Deps{Store: st, Hints: q})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -81,7 +81,7 @@ func newHookEnv(t *testing.T) *hookEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New(Config{Token: testToken}, Deps{Store: st, Hints: q, Gates: gs, Hooks: hs})
+	s := serverFor(t, Config{Token: testToken}, Deps{Store: st, Hints: q, Gates: gs, Hooks: hs})
 	e.ts = httptest.NewServer(s.Handler())
 	t.Cleanup(e.ts.Close)
 	return e

@@ -37,8 +37,7 @@ func newJudgeServer(t *testing.T, env map[string]string) (*httptest.Server, *str
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New(Config{Token: testToken, Logger: slog.New(slog.NewTextHandler(logs, nil))},
-		Deps{Store: st, Judge: j})
+	s := serverFor(t, Config{Token: testToken, Logger: slog.New(slog.NewTextHandler(logs, nil))}, Deps{Store: st, Judge: j})
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)
 	return ts, logs

@@ -20,7 +20,7 @@ func serveReal(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New(Config{Token: testToken, Addr: ln.Addr().String()}, Deps{})
+	s := serverFor(t, Config{Token: testToken, Addr: ln.Addr().String()}, Deps{})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx, ln, time.Second) }()

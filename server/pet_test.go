@@ -58,7 +58,7 @@ func newPetEnv(t *testing.T) *petEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := New(Config{Token: testToken}, Deps{Store: st, Pet: svc})
+	srv := serverFor(t, Config{Token: testToken}, Deps{Store: st, Pet: svc})
 	e.ts = httptest.NewServer(srv.Handler())
 	t.Cleanup(e.ts.Close)
 	return e

@@ -60,7 +60,7 @@ func BenchmarkProxyTTFB(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	s := New(Config{Token: testToken}, Deps{Store: st, Hints: q, Proxy: p})
+	s := serverFor(b, Config{Token: testToken}, Deps{Store: st, Hints: q, Proxy: p})
 	sln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)

@@ -71,7 +71,7 @@ func newProxyEnv(t *testing.T, cfg Config, anthScript fakemodel.Script) *proxyEn
 	if cfg.BodyLimit == 0 {
 		cfg.BodyLimit = 1024
 	}
-	s := New(cfg, Deps{Store: st, Hints: q, Proxy: p})
+	s := serverFor(t, cfg, Deps{Store: st, Hints: q, Proxy: p})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -334,7 +334,7 @@ func TestProxyBodyLimitAndWriteTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New(Config{Token: testToken, BodyLimit: 1024, WriteTimeout: 300 * time.Millisecond}, Deps{Store: st, Proxy: p})
+	s := serverFor(t, Config{Token: testToken, BodyLimit: 1024, WriteTimeout: 300 * time.Millisecond}, Deps{Store: st, Proxy: p})
 	sl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -66,6 +66,8 @@ type Config struct {
 	Logger *slog.Logger
 	// Registry receives Pixie's metrics; nil creates a private one.
 	Registry *prometheus.Registry
+	// Deps are the domain services the routes serve.
+	Deps Deps
 }
 
 // Deps are the domain services the routes serve. A nil service leaves its routes unmounted.
@@ -135,8 +137,9 @@ type Server struct {
 	forward *http.Client
 }
 
-// New builds the server and its routes.
-func New(cfg Config, deps Deps) *Server {
+// New builds the server and its routes over cfg.Deps. It returns no error.
+func New(_ context.Context, cfg Config) (*Server, error) {
+	deps := cfg.Deps
 	if cfg.Addr == "" {
 		cfg.Addr = "127.0.0.1:7777"
 	}
@@ -203,7 +206,16 @@ func New(cfg Config, deps Deps) *Server {
 	s.e.Use(s.hostCheck)
 	s.e.Use(s.bodyLimit)
 	s.routes()
-	return s
+	return s, nil
+}
+
+// Close ends the long-lived responses (as Serve does when its context ends) and closes the idle
+// connections of the client that forwards helper calls to other replicas. The listener is
+// Serve's. It may be called more than once.
+func (s *Server) Close(context.Context) error {
+	s.shutdownCancel()
+	s.forward.CloseIdleConnections()
+	return nil
 }
 
 // Registry is the metrics registry, for domain counters.

@@ -28,7 +28,7 @@ func newTestServer(t *testing.T) (*Server, *httptest.Server, *bytes.Buffer) {
 	}
 	t.Cleanup(func() { st.Close() })
 	logs := &bytes.Buffer{}
-	s := New(Config{Token: testToken, BodyLimit: 1024, Version: "test",
+	s := serverFor(t, Config{Token: testToken, BodyLimit: 1024, Version: "test",
 		Logger: slog.New(slog.NewJSONHandler(logs, nil))}, Deps{Store: st})
 	// A write route of the test's own, to exercise the auth middleware on writes.
 	s.v1.POST("/test-write", func(c echo.Context) error {
@@ -240,7 +240,7 @@ func TestLogoutRevokesTheCookieOnTheServer(t *testing.T) {
 	}
 	t.Cleanup(func() { st.Close() })
 	start := func() *httptest.Server {
-		ts := httptest.NewServer(New(Config{Token: testToken}, Deps{Store: st}).Handler())
+		ts := httptest.NewServer(serverFor(t, Config{Token: testToken}, Deps{Store: st}).Handler())
 		t.Cleanup(ts.Close)
 		return ts
 	}
@@ -317,5 +317,37 @@ func TestMetricsCountRequests(t *testing.T) {
 	}
 	if bytes.Contains(raw, []byte(testToken)) {
 		t.Fatal("token in metrics")
+	}
+}
+
+// serverFor is New over deps, failing t on an error.
+func serverFor(t testing.TB, cfg Config, deps Deps) *Server {
+	t.Helper()
+	cfg.Deps = deps
+	s, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestCloseEndsLongLivedResponses: Close closes Done (what SSE responses end on), and a second
+// Close does nothing more.
+func TestCloseEndsLongLivedResponses(t *testing.T) {
+	s := serverFor(t, Config{Token: testToken}, Deps{})
+	select {
+	case <-s.Done():
+		t.Fatal("Done is closed before Close")
+	default:
+	}
+	for range 2 {
+		if err := s.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-s.Done():
+		default:
+			t.Fatal("Done is not closed after Close")
+		}
 	}
 }

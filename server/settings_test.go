@@ -112,7 +112,7 @@ func newSettingsServer(t *testing.T, cfg config.Config, env map[string]string) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New(Config{Token: testToken, Logger: log}, Deps{Store: st, Settings: svc, Judge: e.judge})
+	s := serverFor(t, Config{Token: testToken, Logger: log}, Deps{Store: st, Settings: svc, Judge: e.judge})
 	e.ts = httptest.NewServer(s.Handler())
 	t.Cleanup(e.ts.Close)
 	return e

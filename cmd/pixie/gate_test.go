@@ -47,7 +47,7 @@ func gateCLIServer(t *testing.T, answerText string) (*httptest.Server, *gate.Ser
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(server.New(server.Config{Token: gateCLIToken}, server.Deps{Store: st, Gates: svc}).Handler())
+	ts := httptest.NewServer(testServer(t, server.Config{Token: gateCLIToken}, server.Deps{Store: st, Gates: svc}).Handler())
 	t.Cleanup(ts.Close)
 	return ts, svc
 }
@@ -303,4 +303,15 @@ func TestGateEndToEnd(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `"type": "ask"`) {
 		t.Errorf("record: %d\n%s", code, out)
 	}
+}
+
+// testServer is server.New over deps, failing t on an error.
+func testServer(t testing.TB, cfg server.Config, deps server.Deps) *server.Server {
+	t.Helper()
+	cfg.Deps = deps
+	s, err := server.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

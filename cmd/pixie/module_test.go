@@ -46,8 +46,7 @@ func moduleCLIServer(t *testing.T) (*httptest.Server, *gate.Service) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(server.New(server.Config{Token: moduleCLIToken},
-		server.Deps{Store: st, Gates: gates, Modules: reg, ModuleInUse: gates.ModuleInUse}).Handler())
+	ts := httptest.NewServer(testServer(t, server.Config{Token: moduleCLIToken}, server.Deps{Store: st, Gates: gates, Modules: reg, ModuleInUse: gates.ModuleInUse}).Handler())
 	t.Cleanup(ts.Close)
 	return ts, gates
 }

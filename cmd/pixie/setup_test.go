@@ -53,7 +53,7 @@ func TestGateListShowsSetupProblems(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(server.New(server.Config{Token: gateCLIToken}, server.Deps{Store: st, Gates: svc, Hooks: hs}).Handler())
+	ts := httptest.NewServer(testServer(t, server.Config{Token: gateCLIToken}, server.Deps{Store: st, Gates: svc, Hooks: hs}).Handler())
 	t.Cleanup(ts.Close)
 	list := func() string {
 		t.Helper()

@@ -204,7 +204,7 @@ func (a *App) wire(ctx context.Context, version string) error {
 			}
 		}
 	}
-	a.srv = server.New(server.Config{
+	srv, err := server.New(ctx, server.Config{
 		Addr:         cfg.Addr,
 		AllowedHosts: cfg.AllowedHosts,
 		Token:        token,
@@ -215,7 +215,13 @@ func (a *App) wire(ctx context.Context, version string) error {
 		CookieTTL:    cfg.Server.CookieTTL,
 		Version:      version,
 		Logger:       log,
-	}, deps)
+		Deps:         deps,
+	})
+	if err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	a.srv = srv
+	a.closers = append(a.closers, srv.Close)
 	if err := larkCh.RegisterMetrics(a.srv.Registry()); err != nil {
 		log.Warn("lark metrics are not exported", "err", err)
 	}

@@ -228,7 +228,7 @@ func TestExampleScripts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(server.New(server.Config{Token: "admin-token-for-the-example-test"}, server.Deps{Store: st, Gates: svc, Helpers: hs}).Handler())
+	ts := httptest.NewServer(testServer(t, server.Config{Token: "admin-token-for-the-example-test"}, server.Deps{Store: st, Gates: svc, Helpers: hs}).Handler())
 	t.Cleanup(ts.Close)
 	hs.SetURL(ts.URL)
 
@@ -411,4 +411,15 @@ func helperTypes(rec gate.Record) string {
 		out = append(out, c.Type)
 	}
 	return strings.Join(out, " ")
+}
+
+// testServer is server.New over deps, failing t on an error.
+func testServer(t testing.TB, cfg server.Config, deps server.Deps) *server.Server {
+	t.Helper()
+	cfg.Deps = deps
+	s, err := server.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -258,7 +258,7 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := server.New(server.Config{Token: token}, server.Deps{Store: st, Gates: s.gates, Helpers: hs, Modules: s.reg, ModuleInUse: s.gates.ModuleInUse})
+	srv := testServer(t, server.Config{Token: token}, server.Deps{Store: st, Gates: s.gates, Helpers: hs, Modules: s.reg, ModuleInUse: s.gates.ModuleInUse})
 	s.ts = httptest.NewServer(srv.Handler())
 	t.Cleanup(s.ts.Close)
 	hs.SetURL(s.ts.URL)
@@ -399,4 +399,15 @@ func errDetails(err error) any {
 		return ce.Details
 	}
 	return nil
+}
+
+// testServer is server.New over deps, failing t on an error.
+func testServer(t testing.TB, cfg server.Config, deps server.Deps) *server.Server {
+	t.Helper()
+	cfg.Deps = deps
+	s, err := server.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
