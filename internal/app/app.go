@@ -92,12 +92,13 @@ func New(ctx context.Context, c Config) (_ *App, err error) {
 	if a.token, a.fresh, err = cluster.AdminToken(ctx, st, cfg.Home); err != nil {
 		return nil, err
 	}
-	node, err := cluster.Join(ctx, st, cluster.Options{URL: cfg.Store.Postgres.ReplicaURL, Logger: log})
+	node, err := cluster.New(ctx, cluster.Config{Store: st, URL: cfg.Store.Postgres.ReplicaURL, Logger: log})
 	if err != nil {
 		return nil, err
 	}
 	a.node = node
-	a.closers = append(a.closers, func(context.Context) error { node.Close(); return nil })
+	// Leaving the cluster is best effort: the record expires on its own.
+	a.closers = append(a.closers, func(ctx context.Context) error { _ = node.Close(ctx); return nil })
 	if err := a.wire(ctx, c.Version); err != nil {
 		return nil, err
 	}

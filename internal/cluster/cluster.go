@@ -2,7 +2,7 @@
 // replica's record (its instance id, the URL the others reach it at, when it started, when it
 // last beat), liveness, and the admin token every replica accepts.
 //
-// Over an embedded store there is one process: Join writes nothing, Self is the store's
+// Over an embedded store there is one process: New writes nothing, Self is the store's
 // instance, and every other instance is dead. Over a shared store (PostgreSQL) each replica
 // writes cluster-replica/<instance> with a TTL of three heartbeats and renews it every
 // heartbeat; a replica that stops cleanly deletes it, one that is killed disappears when the
@@ -53,8 +53,11 @@ var (
 	secrets = store.NewCollection[string]("cluster-secret")
 )
 
-// Options configures Join. The zero value works.
-type Options struct {
+// Config configures New. Store is required; the zero value of every other field works.
+type Config struct {
+	// Store is where the replicas record themselves (a store that is not shared has one
+	// replica, this one, and nothing is recorded).
+	Store *store.Store
 	// URL is where the other replicas reach this one (SetURL may set it later).
 	URL string
 	// Heartbeat is how often the record is renewed; zero means 5s. The record lives three
@@ -67,7 +70,7 @@ type Options struct {
 // Node is this replica in its cluster. It is safe for concurrent use.
 type Node struct {
 	st    *store.Store
-	opts  Options
+	opts  Config
 	log   *slog.Logger
 	start time.Time
 
@@ -79,8 +82,13 @@ type Node struct {
 	once sync.Once
 }
 
-// Join records this replica (over a shared store) and starts its heartbeat; Close leaves.
-func Join(ctx context.Context, st *store.Store, opts Options) (*Node, error) {
+// New joins the cluster: it records this replica (over a shared store) and starts its
+// heartbeat; Close leaves.
+func New(ctx context.Context, opts Config) (*Node, error) {
+	st := opts.Store
+	if st == nil {
+		return nil, errors.New("cluster: Config.Store is required")
+	}
 	if opts.Heartbeat <= 0 {
 		opts.Heartbeat = DefaultHeartbeat
 	}
@@ -144,8 +152,9 @@ func (n *Node) loop() {
 	}
 }
 
-// Close stops the heartbeat and removes this replica's record.
-func (n *Node) Close() error {
+// Close stops the heartbeat and removes this replica's record (within 2s, even when ctx is
+// already done). It may be called more than once.
+func (n *Node) Close(ctx context.Context) error {
 	var err error
 	n.once.Do(func() {
 		close(n.stop)
@@ -153,7 +162,7 @@ func (n *Node) Close() error {
 		if !n.st.Shared() {
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
 		err = n.st.Update(ctx, func(tx *store.Tx) error { return members.Delete(tx, n.Self()) })
 	})

@@ -52,11 +52,11 @@ func TestAdminTokenEmbedded(t *testing.T) {
 	if _, _, err := cluster.AdminToken(ctx, st, home); err == nil || !strings.Contains(err.Error(), "chmod 600") {
 		t.Fatalf("a readable token file was accepted: %v", err)
 	}
-	n, err := cluster.Join(ctx, st, cluster.Options{})
+	n, err := cluster.New(ctx, cluster.Config{Store: st})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer n.Close()
+	defer n.Close(context.Background())
 	if ok, _ := n.Alive(ctx, "someone-else"); ok || n.Shared() {
 		t.Fatal("an embedded store has no other replica")
 	}
@@ -122,12 +122,12 @@ func TestAdminTokenShared(t *testing.T) {
 func TestRegistry(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.NewDatabase(t)
-	a, err := cluster.Join(ctx, openPG(t, url), cluster.Options{URL: "http://a:1", Heartbeat: 200 * time.Millisecond})
+	a, err := cluster.New(ctx, cluster.Config{Store: openPG(t, url), URL: "http://a:1", Heartbeat: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	bst := openPG(t, url)
-	b, err := cluster.Join(ctx, bst, cluster.Options{Heartbeat: 200 * time.Millisecond})
+	b, err := cluster.New(ctx, cluster.Config{Store: bst, Heartbeat: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func TestRegistry(t *testing.T) {
 	if ok, _ := a.Alive(ctx, b.Self()); !ok {
 		t.Fatal("the heartbeat did not keep b alive")
 	}
-	if err := b.Close(); err != nil {
+	if err := b.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if ok, _ := a.Alive(ctx, b.Self()); ok {
@@ -157,5 +157,5 @@ func TestRegistry(t *testing.T) {
 	if _, err := a.URL(ctx, b.Self()); err != cluster.ErrNoReplica {
 		t.Fatalf("url of a gone replica: %v", err)
 	}
-	a.Close()
+	a.Close(context.Background())
 }
