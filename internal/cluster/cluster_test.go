@@ -159,3 +159,10 @@ func TestRegistry(t *testing.T) {
 	}
 	a.Close(context.Background())
 }
+
+// TestNewNeedsAStore: a Config without a Store is refused.
+func TestNewNeedsAStore(t *testing.T) {
+	if n, err := cluster.New(context.Background(), cluster.Config{}); err == nil || n != nil {
+		t.Fatalf("New without a store: %v, %v", n, err)
+	}
+}

@@ -189,3 +189,33 @@ func TestRuleRunAfterTheAnswer(t *testing.T) {
 		t.Fatalf("the executor saw After %v, want [%p <nil>]", x.seen, q)
 	}
 }
+
+// TestNewNeedsAStore: a Config without a Store is refused, not a Service that fails later.
+func TestNewNeedsAStore(t *testing.T) {
+	if s, err := New(context.Background(), Config{}); err == nil || s != nil {
+		t.Fatalf("New without a store: %v, %v", s, err)
+	}
+}
+
+// TestCloseTwice: Close writes what is queued and may be called again.
+func TestCloseTwice(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	ctx := context.Background()
+	e.saveGates(t, gateAt("g", "user-message", "Check the instruction."))
+	res, err := e.svc.Evaluate(ctx, evalReq("user-message", "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := e.svc.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = e.st.View(ctx, func(tx *store.Tx) error {
+		_, err := runIDCol.Get(tx, res.RunID)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("the record is not in the store after Close: %v", err)
+	}
+}
