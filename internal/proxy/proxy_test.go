@@ -892,3 +892,58 @@ func TestUnknownSessionTakesOnlyGlobalHints(t *testing.T) {
 		t.Fatalf("s1's hint is %s", st)
 	}
 }
+
+// TestCloseClosesIdleUpstreamConnections: the upstream connection an exchange leaves idle in
+// the proxy's own transport stays open until Close, and Close closes it.
+func TestCloseClosesIdleUpstreamConnections(t *testing.T) {
+	var mu sync.Mutex
+	opened, closed := 0, 0
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = w.Write([]byte(`{"ok":true}`))
+	}))
+	up.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch s {
+		case http.StateNew:
+			opened++
+		case http.StateClosed:
+			closed++
+		}
+	}
+	up.Start()
+	defer up.Close()
+	r := newRig(t, proxy.Config{AnthropicURL: up.URL}, hint.Config{})
+	counts := func() (int, int) { mu.Lock(); defer mu.Unlock(); return opened, closed }
+
+	req, _ := http.NewRequest(http.MethodPost, r.url(proxy.Anthropic)+"/v1/messages", strings.NewReader(`{"messages":[]}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Pixie-Session-Id", "s1")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", res.StatusCode)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if o, c := counts(); o != 1 || c != 0 {
+		t.Fatalf("before Close: %d upstream connections opened, %d closed; want 1 open", o, c)
+	}
+	if err := r.p.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, c := counts(); c == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Close did not close the idle upstream connection")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
