@@ -98,9 +98,7 @@ func hintList(ctx context.Context, c *apiClient, stdout io.Writer, all, asJSON b
 		snap.Consumed = []hint.Hint{}
 	}
 	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(snap)
+		return writeJSON(stdout, snap)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATE\tSESSION\tCREATED\tTEXT")

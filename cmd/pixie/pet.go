@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -302,11 +301,7 @@ func (p petCLI) run(ctx context.Context, cmd string, pos []string) (int, error) 
 	return 0, nil
 }
 
-func (p petCLI) json(v any) error {
-	enc := json.NewEncoder(p.out)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
+func (p petCLI) json(v any) error { return writeJSON(p.out, v) }
 
 func (p petCLI) patchSkill(ctx context.Context, name string, body map[string]bool) error {
 	var v pet.SkillView
