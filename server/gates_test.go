@@ -16,10 +16,12 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/pixie-dev/pixie/internal/gate"
 	"github.com/pixie-dev/pixie/internal/helper"
 	"github.com/pixie-dev/pixie/internal/model"
+	"github.com/pixie-dev/pixie/internal/store"
 	"github.com/pixie-dev/pixie/internal/store/badgerstore"
 	"github.com/pixie-dev/pixie/runtime"
 	"github.com/pixie-dev/pixie/runtime/bash"
@@ -29,6 +31,7 @@ import (
 // gateFixture is a server with a gate service over a real store, the real bash executor and
 // the real OpenAI provider talking to a test model server.
 type gateFixture struct {
+	st      *store.Store
 	ts      *httptest.Server
 	svc     *gate.Service
 	scripts string
@@ -64,7 +67,7 @@ func newGateFixture(t testing.TB, answerText string) *gateFixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	f := &gateFixture{modelN: &atomic.Int64{}, logs: &bytes.Buffer{}, cwd: t.TempDir()}
+	f := &gateFixture{st: st, modelN: &atomic.Int64{}, logs: &bytes.Buffer{}, cwd: t.TempDir()}
 	m, err := model.New(model.Config{Provider: "openai", BaseURL: openAIServer(t, answerText, f.modelN), Model: "m", APIKey: "sk-model-secret"})
 	if err != nil {
 		t.Fatal(err)
@@ -552,5 +555,37 @@ func TestGateSessionsRoute(t *testing.T) {
 		if st, eb := f.call(t, http.MethodGet, "/v1/gates/sessions?"+q, nil, nil); st != 400 || eb.Error.Code != "invalid" {
 			t.Errorf("%s: %d %+v", q, st, eb)
 		}
+	}
+}
+
+// TestGateEvaluateReleasesItsDeferredWork: the work an evaluation leaves for after the answer
+// (starting the run-record writer: gate.EvalRequest.After) is released once the answer is sent,
+// so the record reaches the store with nothing reading it.
+func TestGateEvaluateReleasesItsDeferredWork(t *testing.T) {
+	f := newGateFixture(t, `{"verdict":"pass"}`)
+	set := gate.Set{Gates: []gate.Gate{{Name: "g", Enabled: true, Point: "user-message", Task: "Check it.",
+		Advanced: gate.Options{OnError: "continue", TimeoutSeconds: 60}}},
+		Presets: []gate.Preset{{Name: "dev", Gates: []gate.Attachment{{Gate: "g", Enabled: true}}}}}
+	if st, eb := f.call(t, http.MethodPut, "/v1/gates", set, nil); st != 200 {
+		t.Fatalf("save: %d %+v", st, eb)
+	}
+	res := f.evaluate(t, f.session("user-message", "do it"))
+	if res.RunID == "" {
+		t.Fatalf("evaluate: %+v", res)
+	}
+	// Run records are indexed under gate-run-id/<run id> (internal/gate's key layout).
+	stored := func() bool {
+		err := f.st.View(context.Background(), func(tx *store.Tx) error {
+			_, err := tx.GetRaw("gate-run-id/" + res.RunID)
+			return err
+		})
+		return err == nil
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !stored() {
+		if time.Now().After(deadline) {
+			t.Fatal("the run record never reached the store: the deferred work was not released")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
