@@ -19,6 +19,7 @@ import (
 	"github.com/pixie-dev/pixie/internal/hint"
 	"github.com/pixie-dev/pixie/internal/hooks"
 	"github.com/pixie-dev/pixie/internal/model"
+	"github.com/pixie-dev/pixie/internal/store"
 	"github.com/pixie-dev/pixie/internal/store/badgerstore"
 	"github.com/pixie-dev/pixie/sdk/abi"
 )
@@ -27,6 +28,7 @@ import (
 // service; the Pixie model is the real OpenAI provider talking to a test server whose answer
 // the test sets.
 type hookEnv struct {
+	st     *store.Store
 	ts     *httptest.Server
 	hints  *hint.Queue
 	answer atomic.Value // string: the model's answer
@@ -46,7 +48,7 @@ func newHookEnv(t *testing.T) *hookEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { q.Close(context.Background()) })
-	e := &hookEnv{hints: q, cwd: t.TempDir()}
+	e := &hookEnv{st: st, hints: q, cwd: t.TempDir()}
 	e.answer.Store("{}")
 	ms := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
@@ -349,5 +351,34 @@ func TestHookRouteHoldsTheTakeWhenAsked(t *testing.T) {
 	// No hints, no take header even when asked.
 	if take, _ = call(true); take != "" {
 		t.Fatalf("a take named with nothing taken: %q", take)
+	}
+}
+
+// TestHookRouteReleasesItsDeferredWork: the work a hook call's evaluation leaves for after the
+// answer (starting the run-record writer: hooks.Call.After) is released once the answer is
+// sent, so the record reaches the store with nothing reading it.
+func TestHookRouteReleasesItsDeferredWork(t *testing.T) {
+	e := newHookEnv(t)
+	// Run records are indexed under gate-run-id/<run id> (internal/gate's key layout).
+	records := func() int {
+		n := 0
+		err := e.st.View(context.Background(), func(tx *store.Tx) error {
+			return tx.ScanRaw("gate-run-id/", store.ScanOptions{}, func(string, []byte) error { n++; return nil })
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	e.model(abi.GateOutput{Verdict: "pass"})
+	if code, body := e.post(t, "?preset=p", e.fixture(t, "user_prompt_submit", nil), nil); code != http.StatusOK {
+		t.Fatalf("hook call: %d %s", code, body)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for records() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d run records in the store, want 1: the deferred work was not released", records())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
