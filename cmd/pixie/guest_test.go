@@ -85,7 +85,8 @@ func runScaffolded(t *testing.T, path string) {
 	if _, err := v.Validate(ctx, mod, abi.EntryGate); err != nil {
 		t.Fatalf("the upload refuses the module: %v", err)
 	}
-	x, err := wasm.New(ctx, cfg, oneModule(mod))
+	cfg.Source = oneModule(mod)
+	x, err := wasm.New(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,14 +7,12 @@
 //
 // Every component is built by New(ctx, Config) (*T, error), its dependencies being fields of its
 // Config, and released by Close(ctx) error, in the reverse order of its making: gate, hint,
-// proxy, settings, runtime/modules, judge, helper, pet, hooks, lark, cluster, runtime/bash and
-// the server. Where a component holds nothing to release its Close returns nil, so that every
+// proxy, settings, runtime/modules, runtime/wasm (the executor's module source is
+// Config.Source; the validator needs none), judge, helper, pet, hooks, lark, cluster,
+// runtime/bash and the server. Where a component holds nothing to release its Close returns nil, so that every
 // one closes alike. The exceptions, and why:
 //   - the stores (badgerstore.Open, pgstore.Open, store.Store.Close() error): drivers opened
 //     like database/sql's, by their own packages' Open;
-//   - runtime/wasm (wasm.New(ctx, Config, Source), wasm.NewValidator(ctx, Config)): the module
-//     source stays an argument of the engine's constructor (runtime/wasm is issue 15's room);
-//     both close with Close(ctx) error;
 //   - values with nothing to start or release, built as values: model.NewSwappable,
 //     judge.NewKeyStore, credentials.For, wasm.NewLimits, runtime.Dispatcher.
 package app

@@ -72,7 +72,8 @@ func newModules(ctx context.Context, cfg config.Config, log *slog.Logger, st *st
 		_ = v.Close(context.Background())
 		return nil, fmt.Errorf("modules: %w", err)
 	}
-	x, err := wasm.New(ctx, wc, reg)
+	wc.Source = reg
+	x, err := wasm.New(ctx, wc)
 	if err != nil {
 		_ = v.Close(context.Background())
 		return nil, fmt.Errorf("wasm: %w", err)

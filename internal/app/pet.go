@@ -59,7 +59,8 @@ func newPet(ctx context.Context, cfg config.Config, log *slog.Logger, st *store.
 		PoolSize:      -1,     // a Skill runs now and then: no idle instances
 		Limits:        limits, // the rule executor's run slots and memory budget
 		Hidden:        []string{cfg.Home},
-	}, &pet.ModuleFiles{})
+		Source:        &pet.ModuleFiles{},
+	})
 	if err != nil {
 		log.Warn("WASM Skills are unavailable", "err", err)
 	} else {

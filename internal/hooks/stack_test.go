@@ -162,7 +162,8 @@ func buildStack(wasmPath string) (*stack, error) {
 	if _, err := reg.Put(ctx, "block-risky-commands", body, ""); err != nil {
 		return nil, err
 	}
-	x, err := wasm.New(ctx, wcfg, reg)
+	wcfg.Source = reg
+	x, err := wasm.New(ctx, wcfg)
 	if err != nil {
 		return nil, err
 	}

@@ -34,7 +34,7 @@ func executors(t *testing.T) runtime.Dispatcher {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { bx.Close(context.Background()) })
-	wx, err := wasm.New(context.Background(), wasm.Config{PoolSize: -1, CacheDir: testutil.WasmCacheDir(t)}, &pet.ModuleFiles{})
+	wx, err := wasm.New(context.Background(), wasm.Config{PoolSize: -1, CacheDir: testutil.WasmCacheDir(t), Source: &pet.ModuleFiles{}})
 	if err != nil {
 		t.Fatal(err)
 	}

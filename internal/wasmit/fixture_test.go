@@ -231,7 +231,8 @@ func newStack(t testing.TB, o stackOptions) *stack {
 	if s.reg, err = modules.New(context.Background(), modules.Config{Store: st, Dir: s.blobs, Validator: v, MaxSize: o.maxModuleSize}); err != nil {
 		t.Fatal(err)
 	}
-	if s.x, err = wasm.New(ctx, wc, s.reg); err != nil {
+	wc.Source = s.reg
+	if s.x, err = wasm.New(ctx, wc); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.x.Close(ctx) })

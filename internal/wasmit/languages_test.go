@@ -138,7 +138,7 @@ func TestBlockRiskyCommandsInEveryLanguage(t *testing.T) {
 	ctx := context.Background()
 	goMod, asMod := testutil.Guest(t, "block-risky-commands"), testutil.Guest(t, "block-risky-commands-as")
 	src, shas := newByteSource(goMod, asMod)
-	x, err := wasm.New(ctx, wasm.Config{CacheDir: testutil.WasmCacheDir(t)}, src)
+	x, err := wasm.New(ctx, wasm.Config{CacheDir: testutil.WasmCacheDir(t), Source: src})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,7 +82,7 @@ func BenchmarkColdStart(b *testing.B) {
 	wasm := testutil.Guest(b, "block-risky-commands")
 	ctx := context.Background()
 	warmCache := b.TempDir()
-	prime, err := New(ctx, Config{CacheDir: warmCache, PoolSize: -1}, memSource{wasm})
+	prime, err := New(ctx, Config{CacheDir: warmCache, PoolSize: -1, Source: memSource{wasm}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func BenchmarkColdStart(b *testing.B) {
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			for b.Loop() {
-				x, err := New(ctx, Config{CacheDir: tc.cache(), PoolSize: -1}, memSource{wasm})
+				x, err := New(ctx, Config{CacheDir: tc.cache(), PoolSize: -1, Source: memSource{wasm}})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -169,7 +169,8 @@ func BenchmarkReset(b *testing.B) {
 		wasm := testutil.Guest(b, g.guest)
 		module := func(b *testing.B, cfg Config, untracked bool) *module {
 			cfg.CacheDir = testutil.WasmCacheDir(b)
-			x, err := New(ctx, cfg, memSource{wasm})
+			cfg.Source = memSource{wasm}
+			x, err := New(ctx, cfg)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -64,7 +64,8 @@ func newEnv(ctx context.Context, dir string, cfg Config) (*testEnv, error) {
 	if err != nil {
 		return nil, err
 	}
-	x, err := New(ctx, cfg, reg)
+	cfg.Source = reg
+	x, err := New(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}

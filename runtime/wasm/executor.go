@@ -54,8 +54,9 @@ type Executor struct {
 
 var _ runtime.Executor = (*Executor)(nil)
 
-// New returns an executor reading modules from src.
-func New(ctx context.Context, cfg Config, src Source) (*Executor, error) {
+// New returns an executor reading modules from cfg.Source.
+func New(ctx context.Context, cfg Config) (*Executor, error) {
+	src := cfg.Source
 	if src == nil {
 		return nil, errors.New("wasm: a module source is required")
 	}

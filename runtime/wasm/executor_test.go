@@ -367,7 +367,7 @@ func cacheFiles(t *testing.T, dir string) map[string]time.Time {
 func TestPoolKeepsRunsInFlight(t *testing.T) {
 	ctx := context.Background()
 	wasm := testutil.Guest(t, "block-risky-commands")
-	x, err := New(ctx, Config{CacheDir: testutil.WasmCacheDir(t), MaxConcurrent: 2}, memSource{wasm})
+	x, err := New(ctx, Config{CacheDir: testutil.WasmCacheDir(t), MaxConcurrent: 2, Source: memSource{wasm}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,7 +409,7 @@ func TestPoolKeepsRunsInFlight(t *testing.T) {
 func TestRecycleAfterTheAnswer(t *testing.T) {
 	ctx := context.Background()
 	wasm := testutil.Guest(t, "block-risky-commands")
-	x, err := New(ctx, Config{CacheDir: testutil.WasmCacheDir(t), MaxConcurrent: 1}, memSource{wasm})
+	x, err := New(ctx, Config{CacheDir: testutil.WasmCacheDir(t), MaxConcurrent: 1, Source: memSource{wasm}})
 	if err != nil {
 		t.Fatal(err)
 	}

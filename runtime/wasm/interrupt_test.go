@@ -148,7 +148,7 @@ func TestTimeLimit(t *testing.T) {
 			ctx := context.Background()
 			sum := sha256.Sum256(tc.wasm)
 			src := &fixedSource{sha: hex.EncodeToString(sum[:]), wasm: tc.wasm}
-			x, err := New(ctx, Config{CacheDir: t.TempDir(), PoolSize: -1}, src)
+			x, err := New(ctx, Config{CacheDir: t.TempDir(), PoolSize: -1, Source: src})
 			if err != nil {
 				t.Fatal(err)
 			}

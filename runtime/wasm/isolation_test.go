@@ -44,7 +44,7 @@ func TestIsolation(t *testing.T) {
 			ctx := context.Background()
 			wasm := testutil.Guest(t, "testdata/stateful")
 			sum := sha256.Sum256(wasm)
-			x, err := New(ctx, Config{CacheDir: testutil.WasmCacheDir(t)}, &fixedSource{sha: hex.EncodeToString(sum[:]), wasm: wasm})
+			x, err := New(ctx, Config{CacheDir: testutil.WasmCacheDir(t), Source: &fixedSource{sha: hex.EncodeToString(sum[:]), wasm: wasm}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -58,7 +58,7 @@ func TestIsolation(t *testing.T) {
 				}
 			}
 			// What a fresh instance does, for the descriptor number.
-			fresh, err := New(ctx, Config{CacheDir: testutil.WasmCacheDir(t), PoolSize: -1}, &fixedSource{sha: hex.EncodeToString(sum[:]), wasm: wasm})
+			fresh, err := New(ctx, Config{CacheDir: testutil.WasmCacheDir(t), PoolSize: -1, Source: &fixedSource{sha: hex.EncodeToString(sum[:]), wasm: wasm}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -120,7 +120,7 @@ func TestIsolation(t *testing.T) {
 		ctx := context.Background()
 		wasm := watModule(t, "stateful")
 		sum := sha256.Sum256(wasm)
-		x, err := New(ctx, Config{CacheDir: t.TempDir()}, &fixedSource{sha: hex.EncodeToString(sum[:]), wasm: wasm})
+		x, err := New(ctx, Config{CacheDir: t.TempDir(), Source: &fixedSource{sha: hex.EncodeToString(sum[:]), wasm: wasm}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -200,12 +200,12 @@ func TestTwinCasesOnResetInstances(t *testing.T) {
 			wasm := testutil.Guest(t, guest)
 			sum := sha256.Sum256(wasm)
 			src := &fixedSource{sha: hex.EncodeToString(sum[:]), wasm: wasm}
-			reused, err := New(ctx, Config{CacheDir: testutil.WasmCacheDir(t), PoolSize: 1, MaxConcurrent: 1}, src)
+			reused, err := New(ctx, Config{CacheDir: testutil.WasmCacheDir(t), PoolSize: 1, MaxConcurrent: 1, Source: src})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer reused.Close(ctx)
-			fresh, err := New(ctx, Config{CacheDir: testutil.WasmCacheDir(t), PoolSize: -1}, src)
+			fresh, err := New(ctx, Config{CacheDir: testutil.WasmCacheDir(t), PoolSize: -1, Source: src})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -39,7 +39,8 @@ func BenchmarkLanguages(b *testing.B) {
 		wasm := testutil.Guest(b, g.guest)
 		newX := func(b *testing.B, cfg Config) *Executor {
 			cfg.CacheDir = testutil.WasmCacheDir(b)
-			x, err := New(ctx, cfg, memSource{wasm})
+			cfg.Source = memSource{wasm}
+			x, err := New(ctx, cfg)
 			if err != nil {
 				b.Fatal(err)
 			}

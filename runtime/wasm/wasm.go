@@ -116,6 +116,8 @@ type Config struct {
 	// Hidden are directories the cwd mount never shows, through any of their aliases (the
 	// Pixie home): a cwd inside one is not mounted, and one inside the cwd is left out.
 	Hidden []string
+	// Source is where the executor reads modules (New requires one; NewValidator ignores it).
+	Source Source
 }
 
 func (c Config) withDefaults() Config {
