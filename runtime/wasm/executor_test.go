@@ -360,18 +360,18 @@ func cacheFiles(t *testing.T, dir string) map[string]time.Time {
 	return out
 }
 
-// TestPoolKeepsRunsInFlight runs eight callers at once, each holding its answer a moment after
-// the run (as the server does while it writes the answer: internal/later), so that more runs
-// hold an instance than there are run slots: the pool keeps the instances they give back
-// instead of closing them and cloning new ones for the next runs.
-func TestPoolKeepsRunsInFlight(t *testing.T) {
+// riskyModule is an executor with slots run slots over the block-risky-commands guest (as
+// module "m", warm), the module itself, and a run of it at tool-before stopping riskyTarget;
+// the test's cleanup releases the module and closes the executor.
+func riskyModule(t *testing.T, slots int) (*Executor, *module, runtime.Request) {
+	t.Helper()
 	ctx := context.Background()
 	wasm := testutil.Guest(t, "block-risky-commands")
-	x, err := New(ctx, Config{CacheDir: testutil.WasmCacheDir(t), MaxConcurrent: 2, Source: memSource{wasm}})
+	x, err := New(ctx, Config{CacheDir: testutil.WasmCacheDir(t), MaxConcurrent: slots, Source: memSource{wasm}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer x.Close(ctx)
+	t.Cleanup(func() { x.Close(ctx) })
 	if err := x.Warm(ctx, "m"); err != nil {
 		t.Fatal(err)
 	}
@@ -379,9 +379,18 @@ func TestPoolKeepsRunsInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.release()
-	req := runtime.Request{Kind: runtime.KindModule, Ref: "m", Target: riskyTarget,
+	t.Cleanup(m.release)
+	return x, m, runtime.Request{Kind: runtime.KindModule, Ref: "m", Target: riskyTarget,
 		Vars: map[string]string{abi.VarPoint: abi.PointToolBefore, abi.VarToolName: "Bash"}}
+}
+
+// TestPoolKeepsRunsInFlight runs eight callers at once, each holding its answer a moment after
+// the run (as the server does while it writes the answer: internal/later), so that more runs
+// hold an instance than there are run slots: the pool keeps the instances they give back
+// instead of closing them and cloning new ones for the next runs.
+func TestPoolKeepsRunsInFlight(t *testing.T) {
+	ctx := context.Background()
+	x, m, req := riskyModule(t, 2)
 	made := m.made.Load()
 	var wg sync.WaitGroup
 	for range 8 {
@@ -408,22 +417,7 @@ func TestPoolKeepsRunsInFlight(t *testing.T) {
 // before Run returns.
 func TestRecycleAfterTheAnswer(t *testing.T) {
 	ctx := context.Background()
-	wasm := testutil.Guest(t, "block-risky-commands")
-	x, err := New(ctx, Config{CacheDir: testutil.WasmCacheDir(t), MaxConcurrent: 1, Source: memSource{wasm}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Close(ctx)
-	if err := x.Warm(ctx, "m"); err != nil {
-		t.Fatal(err)
-	}
-	m, err := x.module(ctx, "00000000000000000000000000000000000000000000000000000000000000aa")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.release()
-	req := runtime.Request{Kind: runtime.KindModule, Ref: "m", Target: riskyTarget,
-		Vars: map[string]string{abi.VarPoint: abi.PointToolBefore, abi.VarToolName: "Bash"}}
+	x, m, req := riskyModule(t, 1)
 
 	resets := m.resets.Load()
 	if _, err := x.Run(ctx, req); err != nil {
