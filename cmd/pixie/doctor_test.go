@@ -45,8 +45,8 @@ func TestDoctor(t *testing.T) {
 	}
 	// Hook calls from elsewhere (another project's hooks with a misspelt preset, an agent
 	// without the token): warnings with the fix, and doctor still passes this project.
-	postHook(t, p.URL, "?preset=reveiw", "Bearer "+p.Token(t))
-	postHook(t, p.URL, "?preset=default", "")
+	testutil.PostStopHook(t, p.URL, "sess-1", "?preset=reveiw", "Bearer "+p.Token(t))
+	testutil.PostStopHook(t, p.URL, "sess-1", "?preset=default", "")
 	out, code = doctor()
 	if code != 0 || strings.Contains(out, "problem  ") || !strings.Contains(out, "no problem found (2 warning(s) above)") ||
 		!strings.Contains(out, `warning  hooks asked for the preset "reveiw" 1 time (the last at `) ||

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -10,31 +9,9 @@ import (
 	"github.com/pixie-dev/pixie/internal/gate"
 	"github.com/pixie-dev/pixie/internal/hooks"
 	"github.com/pixie-dev/pixie/internal/store/badgerstore"
+	"github.com/pixie-dev/pixie/internal/testutil"
 	"github.com/pixie-dev/pixie/server"
 )
-
-// postHook sends a Claude Code Stop hook call to ts (auth: the Authorization header, empty for
-// none).
-func postHook(t *testing.T, ts string, query, auth string) {
-	t.Helper()
-	body := `{"session_id":"sess-1","cwd":"/tmp","hook_event_name":"Stop","stop_hook_active":false,"last_assistant_message":"Done."}`
-	req, err := http.NewRequest(http.MethodPost, ts+"/v1/hooks/claude-code"+query, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if auth != "" {
-		req.Header.Set("Authorization", auth)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("hook call %s: %d", query, resp.StatusCode)
-	}
-}
 
 // TestGateListShowsSetupProblems: `pixie gate list` prints, after the gates, the presets hook
 // calls asked for that do not exist (count, last call, the fix), the missing default preset
@@ -69,11 +46,11 @@ func TestGateListShowsSetupProblems(t *testing.T) {
 		t.Fatalf("a fresh server:\n%s", out)
 	}
 	for range 2 {
-		postHook(t, ts.URL, "?preset=reveiw&host=codex", "Bearer "+gateCLIToken)
+		testutil.PostStopHook(t, ts.URL, "sess-1", "?preset=reveiw&host=codex", "Bearer "+gateCLIToken)
 	}
-	postHook(t, ts.URL, "", "Bearer "+gateCLIToken)
-	postHook(t, ts.URL, "?preset=reveiw", "")
-	postHook(t, ts.URL, "?preset=reveiw", "Bearer wrong-token-5e1")
+	testutil.PostStopHook(t, ts.URL, "sess-1", "", "Bearer "+gateCLIToken)
+	testutil.PostStopHook(t, ts.URL, "sess-1", "?preset=reveiw", "")
+	testutil.PostStopHook(t, ts.URL, "sess-1", "?preset=reveiw", "Bearer wrong-token-5e1")
 	out := list()
 	for _, want := range []string{
 		`warning: hooks asked for the preset "reveiw" 2 times (the last at `,

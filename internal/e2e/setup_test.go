@@ -10,29 +10,6 @@ import (
 	"github.com/pixie-dev/pixie/internal/testutil"
 )
 
-// hookCall sends a Claude Code Stop hook call as the host's http hook does (auth: the
-// Authorization header, empty for none).
-func hookCall(t *testing.T, p *testutil.Proc, query, auth string) {
-	t.Helper()
-	body := `{"session_id":"e2e-setup-session","cwd":"/tmp","hook_event_name":"Stop","stop_hook_active":false,"last_assistant_message":"Done."}`
-	req, err := http.NewRequest(http.MethodPost, p.URL+"/v1/hooks/claude-code"+query, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if auth != "" {
-		req.Header.Set("Authorization", auth)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("hook call %s: %d", query, resp.StatusCode)
-	}
-}
-
 // TestGatesPageShowsSetupProblems: hooks that ask for a preset that does not exist, a server
 // with no default preset, and hook calls without a valid token are each a warning on the Gates
 // page (the missing preset with its count and last call); the warning's action adds the preset
@@ -45,10 +22,10 @@ func TestGatesPageShowsSetupProblems(t *testing.T) {
 		"presets": []map[string]any{{"name": "dev", "gates": []map[string]any{{"gate": "verify-answer"}}}},
 	}, nil)
 	for range 2 {
-		hookCall(t, p, "?preset=reveiw&host=codex", "Bearer "+p.Token(t))
+		testutil.PostStopHook(t, p.URL, "e2e-setup-session", "?preset=reveiw&host=codex", "Bearer "+p.Token(t))
 	}
-	hookCall(t, p, "?preset=reveiw", "")
-	hookCall(t, p, "?preset=reveiw", "Bearer not-the-token")
+	testutil.PostStopHook(t, p.URL, "e2e-setup-session", "?preset=reveiw", "")
+	testutil.PostStopHook(t, p.URL, "e2e-setup-session", "?preset=reveiw", "Bearer not-the-token")
 
 	b := NewBrowser(t, 1280, 800)
 	viewport(t, b, 1280, 800)
@@ -98,7 +75,7 @@ func TestGatesPageShowsSetupProblems(t *testing.T) {
 	}
 
 	// Hooks that name no preset: the default preset is listed as missing (once, not twice).
-	hookCall(t, p, "", "Bearer "+p.Token(t))
+	testutil.PostStopHook(t, p.URL, "e2e-setup-session", "", "Bearer "+p.Token(t))
 	open(t, b, "#/scope", "[name=folder]")
 	open(t, b, "#/gates", "[data-warn=missing-presets]")
 	mustContain(t, "default missing", textOf(t, b, "[data-warn=missing-presets]"), "default", "1 call", "hooks that name no preset use it")

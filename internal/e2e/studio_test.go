@@ -78,7 +78,7 @@ func seedStudio(t *testing.T, p *testutil.Proc) {
 		adminAPI(t, p, http.MethodPost, "/v1/gates/evaluate", map[string]any{"point": "user-message", "target": "fix it", "turn": i + 1,
 			"session": map[string]any{"id": sess, "preset": "default"}}, nil)
 	}
-	hookCall(t, p, "?preset=review&host=claude-code", "Bearer "+p.Token(t)) // a preset that does not exist: the Gates page warns
+	testutil.PostStopHook(t, p.URL, "e2e-setup-session", "?preset=review&host=claude-code", "Bearer "+p.Token(t)) // a preset that does not exist: the Gates page warns
 	skills := t.TempDir()
 	for _, s := range [][2]string{{"documentation-consistency", "Checks that the docs match the code."}, {"summarize", "Summarises the change."},
 		{"translate-to-english", "Translates the selection."}, {"dependency-upgrade-review", "Reviews a dependency upgrade."}} {
