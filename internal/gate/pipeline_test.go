@@ -86,7 +86,7 @@ func TestApplicationTable(t *testing.T) {
 		for i, col := range columns {
 			t.Run(point+"/"+col.name, func(t *testing.T) {
 				turn++ // a fresh turn, so the redo limit is not reached
-				e.llm.setReply(answer(col.output))
+				e.llm.SetReply(answer(col.output))
 				r := evalReq(point, orig)
 				r.Turn = turn
 				res, err := e.svc.Evaluate(ctx, r)
@@ -129,7 +129,7 @@ func TestRedoLimit(t *testing.T) {
 	g := gateAt("verify", "turn-end", "Verify.")
 	g.Advanced.RedoLimit = 2
 	e.saveGates(t, g)
-	e.llm.setReply(answer(`{"verdict":"stop","reason":"Show the test output."}`))
+	e.llm.SetReply(answer(`{"verdict":"stop","reason":"Show the test output."}`))
 	var actions []string
 	for i := 0; i < 3; i++ {
 		res, err := e.svc.Evaluate(ctx, evalReq("turn-end", "done"))
@@ -173,7 +173,7 @@ func TestConfirmBeforeReplace(t *testing.T) {
 		gates = append(gates, g)
 	}
 	e.saveGates(t, gates...)
-	e.llm.setReply(answer(`{"replace":"BETTER","append":"MORE"}`))
+	e.llm.SetReply(answer(`{"replace":"BETTER","append":"MORE"}`))
 	for point, want := range map[string]string{"user-message": ActionRejected, "agent-message": ActionRejected, "tool-after": ActionReplaced} {
 		res, err := e.svc.Evaluate(ctx, evalReq(point, "orig"))
 		if err != nil {
@@ -203,7 +203,7 @@ func TestStructuredResultsAreNeverReplaced(t *testing.T) {
 		{`{"replace":"short","append":"see a.go"}`, ActionAppended, "see a.go", []string{"Replacement (not applied to a structured result): short"}},
 		{`{"append":"see a.go"}`, ActionAppended, "see a.go", []string{}},
 	} {
-		e.llm.setReply(answer(tt.output))
+		e.llm.SetReply(answer(tt.output))
 		res, err := e.svc.Evaluate(ctx, r)
 		if err != nil {
 			t.Fatal(err)
@@ -232,7 +232,7 @@ func TestModelAnswerParsing(t *testing.T) {
 		{"no json", `I think it is fine.`, ActionNone, "no JSON object found"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			e.llm.setReply(answer(tt.answer))
+			e.llm.SetReply(answer(tt.answer))
 			res, err := e.svc.Evaluate(ctx, evalReq("user-message", "hi"))
 			if err != nil {
 				t.Fatal(err)
@@ -267,7 +267,7 @@ func TestModelErrorPolicy(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t, envOptions{noModel: tt.noModel})
 			if !tt.noModel {
-				e.llm.setReply(func(chatCall) (int, string) { return http.StatusInternalServerError, "" })
+				e.llm.SetReply(func(chatCall) (int, string) { return http.StatusInternalServerError, "" })
 			}
 			g := gateAt("g", tt.point, "Check.")
 			g.Advanced.OnError = tt.policy
@@ -363,7 +363,7 @@ func TestEvalRequestValidation(t *testing.T) {
 func TestTry(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	ctx := context.Background()
-	e.llm.setReply(answer(`{"verdict":"stop","reason":"risky"}`))
+	e.llm.SetReply(answer(`{"verdict":"stop","reason":"risky"}`))
 	g := gateAt("draft", "turn-end", "Verify {{target}}.")
 	for i := 0; i < 3; i++ { // the redo limit is not counted in trials
 		res, err := e.svc.Try(ctx, TryRequest{Gate: g, Sample: Sample{Target: "done"}})

@@ -170,7 +170,7 @@ func TestRuleRunAfterTheAnswer(t *testing.T) {
 	ctx := context.Background()
 	e.writeScript(t, "continue.sh", "#!/bin/bash\nexit 0\n")
 	e.saveGates(t, scriptGate("g", "tool-before", "Check the call.", "continue.sh"))
-	e.llm.setReply(answer(`{"note":"seen"}`))
+	e.llm.SetReply(answer(`{"note":"seen"}`))
 	cwd := t.TempDir()
 
 	q := &later.Queue{}

@@ -82,7 +82,7 @@ func TestChatNotes(t *testing.T) {
 	)
 	run := func(point, output string, turn int, mod func(*EvalRequest)) {
 		t.Helper()
-		e.llm.setReply(answer(output))
+		e.llm.SetReply(answer(output))
 		r := inSession(evalReq(point, "x"), cwd)
 		r.Turn = turn
 		if point == "agent-message" {
@@ -105,7 +105,7 @@ func TestChatNotes(t *testing.T) {
 	run("turn-end", "{\"note\":\"[한국어 번역 — 충실도 미확인]\\n번역문\"}", 1, nil)
 	// Turn 2: an accepted instruction with a not-verified English label, and a failed run.
 	run("user-message", "{\"note\":\"[Translation — not verified]\\nbody line\"}", 2, nil)
-	e.llm.setReply(answer("nonsense"))
+	e.llm.SetReply(answer("nonsense"))
 	r := evalReq("turn-end", "x")
 	r.Turn = 2
 	if _, err := e.svc.Evaluate(ctx, r); err != nil {

@@ -53,7 +53,7 @@ printf '{"verdict":"stop","reason":"The form has no title line."}'; exit 11
 
 	t.Run("exit 0 fills the hooks variables and Pixie runs", func(t *testing.T) {
 		e.saveGates(t, scriptGate("g", "tool-before", "Text: {{hooks.env.text}}\nData: {{hooks.env.data}}", "env.sh"))
-		e.llm.setReply(answer(`{"note":"seen"}`))
+		e.llm.SetReply(answer(`{"note":"seen"}`))
 		r := inSession(evalReq("tool-before", "STDIN"), cwd)
 		res, err := e.svc.Evaluate(ctx, r)
 		if err != nil {

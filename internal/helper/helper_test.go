@@ -15,7 +15,7 @@ import (
 // (runtime.Helper), and through the token routes' entry points (Service.Ask, Service.Judge).
 func TestHelperBudget(t *testing.T) {
 	e := newEnv(t, envOptions{})
-	e.llm.setReply(answer("hello"))
+	e.llm.SetReply(answer("hello"))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	h := e.svc.Open(ctx, Options{Name: "g", Target: "THE TARGET"})
@@ -70,7 +70,7 @@ func TestHelperDeadlineAndModelErrors(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	slow := make(chan struct{})
 	defer close(slow)
-	e.llm.setReply(func(chatCall) (int, string) { <-slow; return http.StatusOK, "late" })
+	e.llm.SetReply(func(chatCall) (int, string) { <-slow; return http.StatusOK, "late" })
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	h := e.svc.Open(ctx, Options{Name: "g"})
@@ -79,7 +79,7 @@ func TestHelperDeadlineAndModelErrors(t *testing.T) {
 	}
 	h.Close()
 
-	e.llm.setReply(func(chatCall) (int, string) { return http.StatusInternalServerError, "" })
+	e.llm.SetReply(func(chatCall) (int, string) { return http.StatusInternalServerError, "" })
 	h = e.svc.Open(context.Background(), Options{Name: "g"})
 	if _, err := h.Ask(context.Background(), abi.AskRequest{Instruction: "x"}); !errs.Is(err, errs.Upstream) {
 		t.Errorf("model 500: %v", err)

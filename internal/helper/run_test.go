@@ -32,7 +32,7 @@ func TestOpen(t *testing.T) {
 	}
 	e := newEnv(t, envOptions{judge: j})
 	e.svc.SetURL("http://127.0.0.1:7777")
-	e.llm.setReply(answer("hello"))
+	e.llm.SetReply(answer("hello"))
 	const secret = "sekrit-value-42"
 	redact := func(s string) string { return strings.ReplaceAll(s, secret, "[$DSH_PET_X]") }
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -117,7 +117,7 @@ func TestOpenDeadline(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	slow := make(chan struct{})
 	defer close(slow)
-	e.llm.setReply(func(chatCall) (int, string) { <-slow; return 200, "late" })
+	e.llm.SetReply(func(chatCall) (int, string) { <-slow; return 200, "late" })
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	r := e.svc.Open(ctx, Options{})
