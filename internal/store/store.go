@@ -145,7 +145,7 @@ type Tx struct {
 // is run again (up to MaxRetries times), so fn must not have side effects outside tx other than
 // through AfterCommit.
 func (s *Store) Update(ctx context.Context, fn func(tx *Tx) error) error {
-	return s.update(ctx, "", fn)
+	return s.update(ctx, s.d.Update, fn)
 }
 
 // UpdateLazy is Update for writes that need not be on disk when it returns (a gate's run
@@ -161,11 +161,11 @@ func (s *Store) Update(ctx context.Context, fn func(tx *Tx) error) error {
 // server that held one processor of two often enough to double a WASM gate's p99 at 8
 // connections (docs/RATIONALE.md).
 func (s *Store) UpdateLazy(ctx context.Context, fn func(tx *Tx) error) error {
-	return s.update(ctx, lazyLock, fn)
+	if ld, ok := s.d.(LazyDriver); ok {
+		return s.update(ctx, ld.UpdateLazy, fn)
+	}
+	return s.update(ctx, s.d.Update, fn)
 }
-
-// lazyLock is the lock argument of update that means UpdateLazy.
-const lazyLock = "\x00lazy"
 
 // LazyDriver is implemented by a driver that can commit without waiting for the disk
 // (UpdateLazy).
@@ -178,12 +178,16 @@ type LazyDriver interface {
 // queued on a lock called lock, instead of letting them collide and be retried. Over an
 // embedded store it is Update.
 func (s *Store) UpdateSerial(ctx context.Context, lock string, fn func(tx *Tx) error) error {
-	return s.update(ctx, lock, fn)
+	if sd, ok := s.d.(SerialDriver); ok && lock != "" {
+		return s.update(ctx, func(ctx context.Context, run func(DriverTx) error) error { return sd.UpdateSerial(ctx, lock, run) }, fn)
+	}
+	return s.update(ctx, s.d.Update, fn)
 }
 
-func (s *Store) update(ctx context.Context, lock string, fn func(tx *Tx) error) error {
+// update runs fn through commit (a driver's Update, UpdateLazy or UpdateSerial), retrying it on
+// a conflict.
+func (s *Store) update(ctx context.Context, commit func(context.Context, func(DriverTx) error) error, fn func(tx *Tx) error) error {
 	var lastErr error
-	sd, serial := s.d.(SerialDriver)
 	for attempt := 0; attempt <= s.maxRetries; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -193,16 +197,7 @@ func (s *Store) update(ctx context.Context, lock string, fn func(tx *Tx) error) 
 			tx = &Tx{s: s, dt: dt}
 			return fn(tx)
 		}
-		var err error
-		ld, lazy := s.d.(LazyDriver)
-		switch {
-		case lock == lazyLock && lazy:
-			err = ld.UpdateLazy(ctx, run)
-		case lock != "" && lock != lazyLock && serial:
-			err = sd.UpdateSerial(ctx, lock, run)
-		default:
-			err = s.d.Update(ctx, run)
-		}
+		err := commit(ctx, run)
 		if err == nil {
 			for _, f := range tx.after {
 				f()
