@@ -73,10 +73,16 @@ type App struct {
 func New(ctx context.Context, c Config) (_ *App, err error) {
 	cfg := c.Config
 	log := c.Logger
+	var logw *logWriter
 	if log == nil {
-		log = newLogger(cfg)
+		logw = newLogWriter(os.Stderr)
+		log = newLogger(cfg, logw)
 	}
 	a := &App{cfg: cfg, log: log}
+	if logw != nil {
+		// The first closer, so the last to run: what the others log is written too.
+		a.closers = append(a.closers, func(context.Context) error { _ = logw.Close(); return nil })
+	}
 	defer func() {
 		if err != nil {
 			_ = a.Close(context.Background())
@@ -169,14 +175,16 @@ const (
 	homeCommands = "commands"
 )
 
-func newLogger(cfg config.Config) *slog.Logger {
+// newLogger returns the logger of cfg's log settings, writing through w (logwriter.go).
+func newLogger(cfg config.Config, w *logWriter) *slog.Logger {
 	var lvl slog.Level
 	_ = lvl.UnmarshalText([]byte(cfg.LogLevel))
 	opts := &slog.HandlerOptions{Level: lvl}
+	var h slog.Handler = slog.NewTextHandler(w, opts)
 	if cfg.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+		h = slog.NewJSONHandler(w, opts)
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+	return slog.New(flushOnWarn{Handler: h, w: w})
 }
 
 // prepareHome creates the home and its folders on first start.
