@@ -57,16 +57,7 @@ var ErrBusy = errors.New("the WASM runtime is busy")
 
 // demoteAfter is how long a run executes in the foreground class before it moves to the
 // background.
-//
-// What counts is the time between the run's checks, each gap capped at maxCheckGap. Checks come
-// about once per millisecond of guest code executed, so a longer gap is time the run did not
-// execute: its thread was preempted by the OS, or stopped for a GC. Counting wall time instead
-// demoted healthy runs on a busy 2-core machine (a 1 ms run descheduled for 20 ms), and their
-// module then ran in the background class for tens of seconds, with one slot of two.
-const (
-	demoteAfter = 20 * time.Millisecond
-	maxCheckGap = 2 * time.Millisecond
-)
+const demoteAfter = 20 * time.Millisecond
 
 // admission is the executor's slots and their queues.
 type admission struct {
@@ -101,18 +92,9 @@ type ticket struct {
 	bg   bool
 	held bool
 	// start is when the run's guest code started executing (or last took its slot back after
-	// the model answered); last is its last check, and ran the guest time counted up to it
-	// (see tick). health is its module's, told when the run is demoted.
+	// the model answered); health is its module's, told when the run is demoted.
 	start  time.Time
-	last   time.Time
-	ran    time.Duration
 	health *health
-}
-
-// begin marks the run's guest code as executing from now on.
-func (t *ticket) begin() {
-	t.start = time.Now()
-	t.last = t.start
 }
 
 func (a *admission) free(bg bool) bool {
@@ -261,12 +243,7 @@ func (t *ticket) tick(ctx context.Context) error {
 	if t == nil || !t.held {
 		return nil
 	}
-	if !t.bg && !t.start.IsZero() {
-		now := time.Now()
-		t.ran += min(now.Sub(t.last), maxCheckGap)
-		t.last = now
-	}
-	if !t.bg && !t.start.IsZero() && t.ran > demoteAfter {
+	if !t.bg && !t.start.IsZero() && time.Since(t.start) > demoteAfter {
 		// A run this long counts against its module: its next runs start in the background.
 		t.health.fault()
 		a := t.a
@@ -304,7 +281,7 @@ func (s *slotHelper) Ask(ctx context.Context, req abi.AskRequest) (abi.AskRespon
 	if rerr := s.t.reacquire(ctx); rerr != nil && err == nil {
 		err = rerr
 	}
-	s.t.begin()
+	s.t.start = time.Now()
 	return res, err
 }
 
@@ -314,7 +291,7 @@ func (s *slotHelper) Judge(ctx context.Context, req abi.JudgeRequest) (abi.Judge
 	if rerr := s.t.reacquire(ctx); rerr != nil && err == nil {
 		err = rerr
 	}
-	s.t.begin()
+	s.t.start = time.Now()
 	return res, err
 }
 

@@ -218,7 +218,7 @@ func (x *Executor) Run(ctx context.Context, req runtime.Request) (runtime.Result
 	run := hostfuncs.NewRun(helper, req.PetContext, hostfuncs.Limits{MaxHostCalls: x.e.cfg.MaxHostCalls})
 	run.SetContext(req.Target, req.Vars)
 	inst.p.Config = req.Vars // read-only to Extism; the reset clears it
-	t.begin()
+	t.start = time.Now()
 	rc, out, callErr := inst.call(hostfuncs.WithRun(ctx, run), entry, []byte(req.Target))
 	res := runtime.Result{ExitCode: int(int32(rc)), Stderr: inst.out.String(), Duration: time.Since(start)}
 	if callErr != nil {
