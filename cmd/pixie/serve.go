@@ -31,7 +31,6 @@ func init() {
 			if err != nil {
 				return err
 			}
-			setServeProcs()
 			return serve(ctx, cfg, io.stdout)
 		}
 	}})
