@@ -179,6 +179,46 @@ func TestAdmissionDemotes(t *testing.T) {
 	tk.release()
 }
 
+// TestAdmissionFirstCheckSparesTheModule: a run that reaches its first check late (its thread
+// was descheduled) moves to the background class, but its module's next runs do not; one that
+// is late at a later check counts against its module.
+func TestAdmissionFirstCheckSparesTheModule(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name   string
+		checks int // checks before the late one
+		held   bool
+	}{
+		{"late at its first check", 0, false},
+		{"late at its second check", 1, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newAdmission(Config{MaxConcurrent: 2, MaxQueued: 8, QueueTimeout: time.Minute})
+			tk, err := a.acquire(ctx, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := &health{}
+			tk.health = h
+			tk.start = time.Now()
+			for range tc.checks {
+				if err := tk.tick(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			tk.start = time.Now().Add(-2 * demoteAfter)
+			if err := tk.tick(ctx); err != nil || !tk.bg {
+				t.Fatalf("the late run was not moved: bg %v, %v", tk.bg, err)
+			}
+			if got := h.unhealthy(); got != tc.held {
+				t.Fatalf("module held against: %v, want %v", got, tc.held)
+			}
+			tk.release()
+		})
+	}
+}
+
 func TestHealth(t *testing.T) {
 	var h health
 	if h.unhealthy() {
