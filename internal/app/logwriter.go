@@ -28,7 +28,7 @@ type logWriter struct {
 	timer  *time.Timer
 	armed  bool
 	closed bool
-	err    error // the writer's first error, kept so that lines are not written past it
+	err    error // the writer's first error, which Flush and Close report
 }
 
 func newLogWriter(w io.Writer) *logWriter {
