@@ -97,6 +97,23 @@ type ticket struct {
 	health *health
 	// checks counts the run's checks so far.
 	checks int
+	// ctx is the run's context (for the thread it lowers, below); inPlace is the caller's
+	// thread when a demotion lowered it (lower.go), raised again by finish.
+	ctx     context.Context
+	inPlace *inPlace
+}
+
+// lowered reports whether the run's code executes on a lowered thread because of its demotion.
+func (t *ticket) lowered() bool { return t != nil && t.inPlace != nil }
+
+// finish ends the run's hold: its slot, and the lowering of its thread.
+func (t *ticket) finish() {
+	if t == nil {
+		return
+	}
+	t.release()
+	t.inPlace.restore()
+	t.inPlace = nil
 }
 
 func (a *admission) free(bg bool) bool {
@@ -255,6 +272,9 @@ func (t *ticket) tick(ctx context.Context) error {
 		// way: a run that waits inside host calls can reach its first check late.
 		if t.checks > 1 {
 			t.health.fault()
+		}
+		if t.ctx != nil && !isLowered(t.ctx) {
+			t.inPlace = lowerInPlace(t.ctx) // background code on an idle thread (lower.go)
 		}
 		a := t.a
 		a.mu.Lock()

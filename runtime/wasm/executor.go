@@ -188,7 +188,7 @@ func (x *Executor) Run(ctx context.Context, req runtime.Request) (runtime.Result
 	// closed (pool.go). The module is held until then.
 	healthy := false
 	defer func() {
-		t.release()
+		t.finish()
 		inst.ticket = nil
 		if !healthy {
 			m.health.fault()
@@ -218,8 +218,21 @@ func (x *Executor) Run(ctx context.Context, req runtime.Request) (runtime.Result
 	run := hostfuncs.NewRun(helper, req.PetContext, hostfuncs.Limits{MaxHostCalls: x.e.cfg.MaxHostCalls})
 	run.SetContext(req.Target, req.Vars)
 	inst.p.Config = req.Vars // read-only to Extism; the reset clears it
-	t.start = time.Now()
-	rc, out, callErr := inst.call(hostfuncs.WithRun(ctx, run), entry, []byte(req.Target))
+	var (
+		rc      uint32
+		out     []byte
+		callErr error
+	)
+	call := func(ctx context.Context) {
+		t.ctx = ctx
+		t.start = time.Now()
+		rc, out, callErr = inst.call(hostfuncs.WithRun(ctx, run), entry, []byte(req.Target))
+	}
+	if t.bg {
+		onIdleThread(ctx, call) // a faulting module's run: on an idle thread (lower.go)
+	} else {
+		call(ctx)
+	}
 	res := runtime.Result{ExitCode: int(int32(rc)), Stderr: inst.out.String(), Duration: time.Since(start)}
 	if callErr != nil {
 		var ge *guestError

@@ -63,6 +63,10 @@ func (c *checks) fn(ctx context.Context, mod api.Module, stack []uint64) {
 	if err := ctx.Err(); err != nil {
 		panic(&interruptError{cause: err})
 	}
+	budget := int64(instrument.Budget)
+	if isLowered(ctx) {
+		budget /= loweredDivisor
+	}
 	if v, ok := c.m.Load(mod); ok {
 		if s := v.(*instance).run.Load(); s != nil {
 			if err := s.ctx.Err(); err != nil {
@@ -72,9 +76,12 @@ func (c *checks) fn(ctx context.Context, mod api.Module, stack []uint64) {
 			if err := s.ticket.tick(s.ctx); err != nil {
 				panic(&interruptError{cause: err})
 			}
+			if s.ticket.lowered() {
+				budget = instrument.Budget / loweredDivisor
+			}
 		}
 	}
-	stack[0] = instrument.Budget
+	stack[0] = uint64(budget)
 }
 
 // runState is what an instance knows of the run it serves.

@@ -114,7 +114,13 @@ func (m *module) refill() {
 				return
 			}
 			ctx, cancel := context.WithTimeout(m.ctx, DefaultInitTimeout)
-			inst, err := m.newInstance(ctx)
+			var inst *instance
+			var err error
+			if m.health.unhealthy() { // a faulting module's instances: made on an idle thread (lower.go)
+				onIdleThread(ctx, func(ctx context.Context) { inst, err = m.newInstance(ctx) })
+			} else {
+				inst, err = m.newInstance(ctx)
+			}
 			cancel()
 			t.release()
 			m.mu.Lock()

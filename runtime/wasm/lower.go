@@ -1,0 +1,140 @@
+package wasm
+
+import (
+	"context"
+	goruntime "runtime"
+	"sync"
+)
+
+// Background runs on idle threads.
+//
+// `pixie serve` runs more Go processors than CPUs (cmd/pixie: procs.go), so that a thread the
+// OS preempts does not stall the goroutines queued on its processor. The Go scheduler then no
+// longer decides alone who gets a CPU: the OS shares the CPUs between the server's threads, and
+// a background run (a module that faults, or a run that went on too long: admission.go) that
+// spins on one thread took its OS share from the threads serving healthy gates (a storm of
+// fault guests pushed a good gate's p99 to 2.5× its quiet p99). So background guest code runs
+// on threads of the OS's idle class (SCHED_IDLE on Linux): they get a CPU only when no other
+// thread wants it, and any other thread that wakes preempts them at once.
+//
+// What that costs, and how it is bounded:
+//   - A thread cannot leave the idle class without privilege (CAP_SYS_NICE, or RLIMIT_NICE,
+//     which is 0 by default). A run that is in the background from its start, and the making of
+//     instances for a faulting module's pool, therefore run on a goroutine of their own whose
+//     thread is discarded when they end (a Go thread locked to a goroutine that exits ends with
+//     it; never the main thread, which Go parks for good instead). A run demoted while it
+//     executes is on its caller's goroutine, so its thread is
+//     lowered in place only when it can be raised again at the run's end (canRaise).
+//   - Code on an idle thread can wait for a CPU while other processes keep both busy, and the
+//     run's deadline, the GC's stop-the-world and the run's slot are all met at its checks. So
+//     a lowered run checks sixteen times as often (loweredBudget, about every 60 µs of code);
+//     and when the thread can be raised, it is raised once the run's context is done, so that
+//     the time limit ends it as promptly as any other run.
+
+// loweredDivisor divides the fuel between checks of code on a lowered thread.
+const loweredDivisor = 16
+
+// loweredKey marks the context of code that runs on a lowered thread.
+type loweredKey struct{}
+
+func withLowered(ctx context.Context) context.Context {
+	return context.WithValue(ctx, loweredKey{}, true)
+}
+
+func isLowered(ctx context.Context) bool {
+	v, _ := ctx.Value(loweredKey{}).(bool)
+	return v
+}
+
+// canRaise reports whether this process can move a thread out of the idle class again: it
+// tries once, on a thread that is discarded if it cannot.
+var canRaise = sync.OnceValue(func() bool {
+	ok := make(chan bool, 1)
+	go func() {
+		goruntime.LockOSThread() // unlocked only if raised: otherwise the thread ends with this goroutine
+		saved, lowered := lowerThread()
+		raised := lowered && raiseThread(saved) == nil
+		if raised || !lowered {
+			goruntime.UnlockOSThread()
+		}
+		ok <- raised
+	}()
+	return <-ok
+})
+
+// onIdleThread runs f on a new goroutine whose thread is in the OS's idle class, and waits for
+// it; ctx is f's context, marked as lowered (withLowered). f runs on the caller's goroutine
+// instead when threads cannot be lowered here. A panic in f is raised again in the caller.
+func onIdleThread(ctx context.Context, f func(ctx context.Context)) {
+	if !lowerable {
+		f(ctx)
+		return
+	}
+	done := make(chan any, 1)
+	go func() {
+		var p any
+		defer func() { done <- p }()
+		defer func() { p = recover() }()
+		goruntime.LockOSThread()
+		if onMainThread() {
+			// The main thread never exits (Go parks it for good instead), so it cannot be the
+			// one discarded: run f from another thread, which cannot be this one while this
+			// goroutine holds it.
+			defer goruntime.UnlockOSThread()
+			onIdleThread(ctx, f)
+			return
+		}
+		saved, lowered := lowerThread()
+		if !lowered {
+			defer goruntime.UnlockOSThread() // a thread left as it was is the runtime's again
+			f(ctx)
+			return
+		}
+		if canRaise() {
+			stop := context.AfterFunc(ctx, func() { _ = raiseThread(saved) })
+			defer stop()
+			defer func() {
+				if raiseThread(saved) == nil {
+					goruntime.UnlockOSThread()
+				} // else the thread is discarded with this goroutine
+			}()
+		}
+		f(withLowered(ctx))
+	}()
+	if p := <-done; p != nil {
+		panic(p)
+	}
+}
+
+// lowerInPlace moves the calling goroutine's thread to the idle class until restore is called,
+// when it can be raised again (canRaise); it reports whether it did. stop is called with the
+// run's context done, to raise the thread then.
+type inPlace struct {
+	saved threadAttr
+	stop  func() bool
+}
+
+func lowerInPlace(ctx context.Context) *inPlace {
+	if !lowerable || !canRaise() {
+		return nil
+	}
+	goruntime.LockOSThread()
+	saved, ok := lowerThread()
+	if !ok {
+		goruntime.UnlockOSThread()
+		return nil
+	}
+	return &inPlace{saved: saved, stop: context.AfterFunc(ctx, func() { _ = raiseThread(saved) })}
+}
+
+// restore raises the thread and lets the goroutine go; it is called on the goroutine that
+// lowered it.
+func (p *inPlace) restore() {
+	if p == nil {
+		return
+	}
+	p.stop()
+	if raiseThread(p.saved) == nil {
+		goruntime.UnlockOSThread()
+	} // else the thread stays with the goroutine (it cannot be handed back lowered)
+}
