@@ -31,6 +31,7 @@ func init() {
 			if err != nil {
 				return err
 			}
+			setServeProcs()
 			return serve(ctx, cfg, io.stdout)
 		}
 	}})
