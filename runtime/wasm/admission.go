@@ -270,11 +270,13 @@ func (t *ticket) tick(ctx context.Context) error {
 		// against a healthy module (a 1 ms run descheduled for 20 ms on a busy 2-core machine)
 		// left all its runs one slot of two for tens of seconds. The run itself moves either
 		// way: a run that waits inside host calls can reach its first check late.
+		// Its code moves to an idle thread (lower.go) on the same condition: a healthy run that
+		// lost its CPU before its first check would only be made later still.
 		if t.checks > 1 {
 			t.health.fault()
-		}
-		if t.ctx != nil && !isLowered(t.ctx) {
-			t.inPlace = lowerInPlace(t.ctx) // background code on an idle thread (lower.go)
+			if t.ctx != nil && !isLowered(t.ctx) {
+				t.inPlace = lowerInPlace(t.ctx)
+			}
 		}
 		a := t.a
 		a.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	goruntime "runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -181,7 +182,8 @@ func TestAdmissionDemotes(t *testing.T) {
 
 // TestAdmissionFirstCheckSparesTheModule: a run that reaches its first check late (its thread
 // was descheduled) moves to the background class, but its module's next runs do not; one that
-// is late at a later check counts against its module.
+// is late at a later check counts against its module, and its thread is lowered where it can
+// be raised again (lower.go).
 func TestAdmissionFirstCheckSparesTheModule(t *testing.T) {
 	ctx := context.Background()
 	tests := []struct {
@@ -201,7 +203,10 @@ func TestAdmissionFirstCheckSparesTheModule(t *testing.T) {
 			}
 			h := &health{}
 			tk.health = h
+			tk.ctx = ctx
 			tk.start = time.Now()
+			goruntime.LockOSThread() // tick lowers the thread it runs on; finish raises it
+			defer goruntime.UnlockOSThread()
 			for range tc.checks {
 				if err := tk.tick(ctx); err != nil {
 					t.Fatal(err)
@@ -214,7 +219,13 @@ func TestAdmissionFirstCheckSparesTheModule(t *testing.T) {
 			if got := h.unhealthy(); got != tc.held {
 				t.Fatalf("module held against: %v, want %v", got, tc.held)
 			}
-			tk.release()
+			if want := tc.held && lowerable && canRaise(); tk.lowered() != want {
+				t.Errorf("thread lowered: %v, want %v", tk.lowered(), want)
+			}
+			tk.finish()
+			if tk.lowered() {
+				t.Error("still lowered after finish")
+			}
 		})
 	}
 }

@@ -23,8 +23,9 @@ import (
 //     instances for a faulting module's pool, therefore run on a goroutine of their own whose
 //     thread is discarded when they end (a Go thread locked to a goroutine that exits ends with
 //     it; never the main thread, which Go parks for good instead). A run demoted while it
-//     executes is on its caller's goroutine, so its thread is
-//     lowered in place only when it can be raised again at the run's end (canRaise).
+//     executes is on its caller's goroutine, so its thread is lowered in place only when it
+//     can be raised again at the run's end (canRaise), and only when the demotion counts
+//     against its module (admission.go: not at a run's first check).
 //   - Code on an idle thread can wait for a CPU while other processes keep both busy, and the
 //     run's deadline, the GC's stop-the-world and the run's slot are all met at its checks. So
 //     a lowered run checks sixteen times as often (loweredBudget, about every 60 µs of code);
