@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -55,8 +56,24 @@ func TestTwoQueuesOneDatabase(t *testing.T) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	b := New(stB, f.q.cfg, spool.New(filepath.Join(t.TempDir(), "spool-b"), quiet, stB, time.Hour))
 	stopped := make(chan struct{})
-	unlisten := stB.Listen("lark", func(n store.Note) { b.Heard(n.Payload) })
+	// B must be listening before A settles: a note sent before that is lost (the store then
+	// says so with a Lost note, which the channel answers by re-reading its state; this test
+	// listens for the settlement itself).
+	listening := make(chan struct{})
+	var once sync.Once
+	unlisten := stB.Listen("lark", func(n store.Note) {
+		if n.Lost {
+			once.Do(func() { close(listening) })
+			return
+		}
+		b.Heard(n.Payload)
+	})
 	defer unlisten()
+	select {
+	case <-listening:
+	case <-time.After(10 * time.Second):
+		t.Fatal("B's store never started listening")
+	}
 	ctx := context.Background()
 
 	l := f.locus("oc_two")
