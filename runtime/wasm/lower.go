@@ -28,7 +28,7 @@ import (
 //     against its module (admission.go: not at a run's first check).
 //   - Code on an idle thread can wait for a CPU while other processes keep both busy, and the
 //     run's deadline, the GC's stop-the-world and the run's slot are all met at its checks. So
-//     a lowered run checks sixteen times as often (loweredBudget, about every 60 µs of code);
+//     a lowered run checks sixteen times as often (loweredDivisor, about every 60 µs of code);
 //     and when the thread can be raised, it is raised once the run's context is done, so that
 //     the time limit ends it as promptly as any other run.
 
@@ -73,9 +73,9 @@ func onIdleThread(ctx context.Context, f func(ctx context.Context)) {
 	}
 	done := make(chan any, 1)
 	go func() {
-		var p any
-		defer func() { done <- p }()
-		defer func() { p = recover() }()
+		var panicked any
+		defer func() { done <- panicked }()
+		defer func() { panicked = recover() }()
 		goruntime.LockOSThread()
 		if onMainThread() {
 			// The main thread never exits (Go parks it for good instead), so it cannot be the
@@ -85,21 +85,13 @@ func onIdleThread(ctx context.Context, f func(ctx context.Context)) {
 			onIdleThread(ctx, f)
 			return
 		}
-		saved, lowered := lowerThread()
-		if !lowered {
+		lowered := lowerLocked(ctx)
+		if lowered == nil {
 			defer goruntime.UnlockOSThread() // a thread left as it was is the runtime's again
 			f(ctx)
 			return
 		}
-		if canRaise() {
-			stop := context.AfterFunc(ctx, func() { _ = raiseThread(saved) })
-			defer stop()
-			defer func() {
-				if raiseThread(saved) == nil {
-					goruntime.UnlockOSThread()
-				} // else the thread is discarded with this goroutine
-			}()
-		}
+		defer lowered.restore() // or, when it cannot be raised, the thread is discarded with this goroutine
 		f(withLowered(ctx))
 	}()
 	if p := <-done; p != nil {
@@ -107,29 +99,44 @@ func onIdleThread(ctx context.Context, f func(ctx context.Context)) {
 	}
 }
 
-// lowerInPlace moves the calling goroutine's thread to the idle class until restore is called,
-// when it can be raised again (canRaise); it reports whether it did. stop is called with the
-// run's context done, to raise the thread then.
+// inPlace is a thread a goroutine locked and moved to the idle class.
 type inPlace struct {
 	saved threadAttr
-	stop  func() bool
+	// stop ends the raising of the thread when the run's context ends (canRaise).
+	stop func() bool
 }
 
+// lowerLocked moves the calling thread, which its goroutine has locked, to the idle class; nil
+// when the OS refused. Where threads can be raised, it is raised as soon as ctx ends.
+func lowerLocked(ctx context.Context) *inPlace {
+	saved, ok := lowerThread()
+	if !ok {
+		return nil
+	}
+	p := &inPlace{saved: saved, stop: func() bool { return false }}
+	if canRaise() {
+		p.stop = context.AfterFunc(ctx, func() { _ = raiseThread(saved) })
+	}
+	return p
+}
+
+// lowerInPlace locks the calling goroutine to its thread and lowers the thread until restore,
+// only where it can be raised again (canRaise); nil when it did not.
 func lowerInPlace(ctx context.Context) *inPlace {
 	if !lowerable || !canRaise() {
 		return nil
 	}
 	goruntime.LockOSThread()
-	saved, ok := lowerThread()
-	if !ok {
+	p := lowerLocked(ctx)
+	if p == nil {
 		goruntime.UnlockOSThread()
-		return nil
 	}
-	return &inPlace{saved: saved, stop: context.AfterFunc(ctx, func() { _ = raiseThread(saved) })}
+	return p
 }
 
 // restore raises the thread and lets the goroutine go; it is called on the goroutine that
-// lowered it.
+// lowered it. A thread that cannot be raised stays locked to the goroutine: it is never handed
+// back to the runtime lowered.
 func (p *inPlace) restore() {
 	if p == nil {
 		return
@@ -137,5 +144,5 @@ func (p *inPlace) restore() {
 	p.stop()
 	if raiseThread(p.saved) == nil {
 		goruntime.UnlockOSThread()
-	} // else the thread stays with the goroutine (it cannot be handed back lowered)
+	}
 }
