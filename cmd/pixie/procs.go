@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/pixie-dev/pixie/runtime/wasm"
 	"os"
 	goruntime "runtime"
 )
@@ -22,7 +23,9 @@ const serveProcsPerCPU = 2
 // setServeProcs applies serveProcsPerCPU unless GOMAXPROCS is set in the environment, and
 // returns the processors the server runs.
 func setServeProcs() int {
-	if os.Getenv("GOMAXPROCS") != "" {
+	if os.Getenv("GOMAXPROCS") != "" || !wasm.CanLowerBackground() {
+		// Without idle-class threads for background guest code, more processors than CPUs let
+		// a storm of faulting guests take the CPUs from healthy gates (docs/runtime.md).
 		return goruntime.GOMAXPROCS(0)
 	}
 	n := serveProcsPerCPU * goruntime.GOMAXPROCS(0)

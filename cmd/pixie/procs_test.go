@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/pixie-dev/pixie/runtime/wasm"
 	goruntime "runtime"
 	"testing"
 )
@@ -11,7 +12,7 @@ func TestSetServeProcs(t *testing.T) {
 		name, env string
 		want      int
 	}{
-		{"unset: two processors per CPU", "", serveProcsPerCPU * base},
+		{"unset: two processors per CPU where background code can be lowered", "", map[bool]int{true: serveProcsPerCPU * base, false: base}[wasm.CanLowerBackground()]},
 		{"set in the environment: left as it is", "1", base},
 	}
 	for _, tc := range tests {

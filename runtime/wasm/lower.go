@@ -47,6 +47,11 @@ func isLowered(ctx context.Context) bool {
 	return v
 }
 
+// CanLowerBackground reports whether background guest code runs on idle-class threads here
+// (Linux, with CAP_SYS_NICE or an RLIMIT_NICE of 20); `pixie serve` runs more Go processors
+// than CPUs only then.
+func CanLowerBackground() bool { return lowerable && canRaise() }
+
 // canRaise reports whether this process can move a thread out of the idle class again: it
 // tries once, on a thread that is discarded if it cannot.
 var canRaise = sync.OnceValue(func() bool {
@@ -67,7 +72,10 @@ var canRaise = sync.OnceValue(func() bool {
 // it; ctx is f's context, marked as lowered (withLowered). f runs on the caller's goroutine
 // instead when threads cannot be lowered here. A panic in f is raised again in the caller.
 func onIdleThread(ctx context.Context, f func(ctx context.Context)) {
-	if !lowerable {
+	// Only where a thread can be raised again: a thread discarded lowered can, as it exits,
+	// hand its processor to a new thread it starts itself, which inherits the idle class and
+	// joins the runtime's pool (TestBackgroundRunsWithoutPrivilege caught one).
+	if !lowerable || !canRaise() {
 		f(ctx)
 		return
 	}
