@@ -412,6 +412,23 @@ func TestRunAdmission(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := e.x.adm
+	// settled waits until every slot is free and no run waits.
+	settled := func(t *testing.T) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			a.mu.Lock()
+			running, bg, queued := a.running, a.bgRunning, a.queued
+			a.mu.Unlock()
+			if running == 0 && bg == 0 && queued == [2]int{} {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("slots left taken: %d running, %d background, %v queued", running, bg, queued)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
 	// hold takes the one slot, as a run executing holds it (waiting as long as it takes: the
 	// pools' background refills take the slot too).
 	hold := func(t *testing.T) *ticket {
@@ -464,6 +481,13 @@ func TestRunAdmission(t *testing.T) {
 	a.wait = time.Minute
 
 	t.Run("a spinning guest gives its slot up", func(t *testing.T) {
+		// The spinner's module is loaded and its pool filled first, and every refill is done:
+		// a refill holds the one slot in the background class, and the loop below would take
+		// it for the spinner (then the spinner, or the first echo run, finds the queue full).
+		if err := e.x.Warm(ctx, "fault-loop"); err != nil {
+			t.Fatal(err)
+		}
+		settled(t)
 		spun := make(chan error, 1)
 		go func() {
 			_, err := e.run(t, runtime.Request{Ref: "fault-loop", Timeout: 3 * time.Second, Vars: map[string]string{abi.VarSessionID: "spinner"}})
@@ -519,17 +543,5 @@ func TestRunAdmission(t *testing.T) {
 		}
 	})
 	// Every slot comes back (once the pools' background refills are done).
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		a.mu.Lock()
-		running, bg, queued := a.running, a.bgRunning, a.queued
-		a.mu.Unlock()
-		if running == 0 && bg == 0 && queued == [2]int{} {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("slots left taken: %d running, %d background, %v queued", running, bg, queued)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	settled(t)
 }
