@@ -18,14 +18,17 @@ import (
 // thread wants it, and any other thread that wakes preempts them at once.
 //
 // What that costs, and how it is bounded:
-//   - A thread cannot leave the idle class without privilege (CAP_SYS_NICE, or RLIMIT_NICE,
-//     which is 0 by default). A run that is in the background from its start, and the making of
-//     instances for a faulting module's pool, therefore run on a goroutine of their own whose
-//     thread is discarded when they end (a Go thread locked to a goroutine that exits ends with
-//     it; never the main thread, which Go parks for good instead). A run demoted while it
-//     executes is on its caller's goroutine, so its thread is lowered in place only when it
-//     can be raised again at the run's end (canRaise), and only when the demotion counts
-//     against its module (admission.go: not at a run's first check).
+//   - A thread cannot leave the idle class without privilege (CAP_SYS_NICE, or an RLIMIT_NICE
+//     of 20; it is 0 by default), and a thread discarded lowered can, as it exits, start the
+//     thread that takes its processor, which inherits the idle class and joins the runtime's
+//     pool. So threads are lowered only where they can be raised again (canRaise, asked once
+//     without lowering one); elsewhere background code runs at its caller's priority.
+//   - A run that is in the background from its start, and the making of instances for a
+//     faulting module's pool, run on a goroutine of their own whose thread is lowered, then
+//     raised and given back when they end (onIdleThread; never the main thread). A run demoted
+//     while it executes is on its caller's goroutine: its thread is lowered in place, and
+//     only when the demotion counts against its module (admission.go: not at a run's first
+//     check).
 //   - Code on an idle thread can wait for a CPU while other processes keep both busy, and the
 //     run's deadline, the GC's stop-the-world and the run's slot are all met at its checks. So
 //     a lowered run checks sixteen times as often (loweredDivisor, about every 60 µs of code);
@@ -52,18 +55,21 @@ func isLowered(ctx context.Context) bool {
 // than CPUs only then.
 func CanLowerBackground() bool { return lowerable && canRaise() }
 
-// canRaise reports whether this process can move a thread out of the idle class again: it
-// tries once, on a thread that is discarded if it cannot.
+// canRaise reports whether this process can move a thread out of the idle class again. It
+// asks the kernel the same question without lowering a thread (mayRaise: a thread's nice
+// value is raised by one and given back); where the answer is no, the probing thread is left
+// one nice step down, so its goroutine keeps it, asleep, for good: discarded, it could start
+// the thread that takes its processor as it exits, which would inherit its priority.
 var canRaise = sync.OnceValue(func() bool {
 	ok := make(chan bool, 1)
 	go func() {
-		goruntime.LockOSThread() // unlocked only if raised: otherwise the thread ends with this goroutine
-		saved, lowered := lowerThread()
-		raised := lowered && raiseThread(saved) == nil
-		if raised || !lowered {
-			goruntime.UnlockOSThread()
+		goruntime.LockOSThread()
+		can, changed := mayRaise()
+		ok <- can
+		if changed {
+			select {} // the thread stays, asleep, with this goroutine
 		}
-		ok <- raised
+		goruntime.UnlockOSThread()
 	}()
 	return <-ok
 })

@@ -39,3 +39,26 @@ func raiseThread(s threadAttr) error {
 
 // onMainThread reports whether the calling thread is the process's first one.
 func onMainThread() bool { return unix.Gettid() == unix.Getpid() }
+
+// mayRaise reports whether the calling thread (locked to its goroutine) could leave SCHED_IDLE
+// again, without lowering it: the kernel lets a thread leave the idle class exactly when it
+// would let it take back its nice value once lowered (RLIMIT_NICE or CAP_SYS_NICE), so the
+// thread's nice value goes one step up and back. changed is whether the thread was left one
+// step up (the answer is no, and the thread must not go back to the runtime's pool).
+func mayRaise() (ok, changed bool) {
+	a, err := unix.SchedGetAttr(0, 0)
+	if err != nil || (a.Policy != 0 && a.Policy != 3) || a.Nice >= 19 { // SCHED_OTHER, SCHED_BATCH
+		return false, false
+	}
+	saved := *a
+	saved.Size = unix.SizeofSchedAttr
+	up := saved
+	up.Nice++
+	if unix.SchedSetAttr(0, &up, 0) != nil {
+		return false, false
+	}
+	if unix.SchedSetAttr(0, &saved, 0) != nil {
+		return false, true
+	}
+	return true, false
+}

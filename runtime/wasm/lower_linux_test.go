@@ -59,6 +59,67 @@ func waitNoIdleThreads(t *testing.T) int {
 	return idleThreads(t)
 }
 
+// threadsOffNice counts this process's threads whose nice value (field 19 of /proc's stat) is
+// not the one most threads have.
+func threadsOffNice(t *testing.T) int {
+	t.Helper()
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	count, total := map[int]int{}, 0
+	for _, task := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + task.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+		nice, _ := strconv.Atoi(fields[19-3])
+		count[nice]++
+		total++
+	}
+	most := 0
+	for _, n := range count {
+		most = max(most, n)
+	}
+	return total - most
+}
+
+// TestCanRaise: the probe lowers no thread, and where the answer is no, the one thread it
+// left a nice step down stays out of the runtime's pool (threads started later are not born
+// from it).
+func TestCanRaise(t *testing.T) {
+	can := canRaise()
+	if n := idleThreads(t); n != 0 {
+		t.Fatalf("%d idle threads after the probe", n)
+	}
+	// New threads: goroutines that each hold one while the others start.
+	release := make(chan struct{})
+	held := make(chan struct{})
+	for range 8 {
+		go func() {
+			goruntime.LockOSThread()
+			defer goruntime.UnlockOSThread()
+			held <- struct{}{}
+			<-release
+		}()
+	}
+	for range 8 {
+		<-held
+	}
+	want := 1 // the probe's thread, asleep for good
+	if can {
+		want = 0
+	}
+	n := threadsOffNice(t)
+	t.Logf("can raise: %v; %d threads off the process's nice value", can, n)
+	if n > want {
+		t.Errorf("%d threads off the process's nice value, want at most %d (can raise: %v)", n, want, can)
+	}
+	close(release)
+}
+
 func TestOnIdleThread(t *testing.T) {
 	goruntime.LockOSThread()
 	defer goruntime.UnlockOSThread()
@@ -184,13 +245,13 @@ func TestBackgroundRunsWithoutPrivilege(t *testing.T) {
 		t.Skip("setpriv (util-linux) is not installed")
 	}
 	cmd := exec.Command(setpriv, "--bounding-set=-sys_nice", "--inh-caps=-sys_nice", "--", os.Args[0],
-		"-test.run", "^(TestOnIdleThread|TestLowerInPlace|TestBackgroundRunsOnIdleThreads)$", "-test.v", "-test.count=1")
+		"-test.run", "^(TestCanRaise|TestOnIdleThread|TestLowerInPlace|TestBackgroundRunsOnIdleThreads)$", "-test.v", "-test.count=1")
 	cmd.Env = append(os.Environ(), "PIXIE_TEST_WITHOUT_SYS_NICE=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v:\n%s", err, out)
 	}
-	for _, want := range []string{"--- SKIP: TestLowerInPlace", "--- PASS: TestOnIdleThread", "--- PASS: TestBackgroundRunsOnIdleThreads"} {
+	for _, want := range []string{"--- PASS: TestCanRaise", "--- SKIP: TestLowerInPlace", "--- PASS: TestOnIdleThread", "--- PASS: TestBackgroundRunsOnIdleThreads"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the process without CAP_SYS_NICE did not report %q:\n%s", want, out)
 		}

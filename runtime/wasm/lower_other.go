@@ -13,3 +13,5 @@ func lowerThread() (threadAttr, bool) { return threadAttr{}, false }
 func raiseThread(threadAttr) error { return nil }
 
 func onMainThread() bool { return false }
+
+func mayRaise() (ok, changed bool) { return false, false }
