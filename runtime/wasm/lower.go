@@ -4,6 +4,7 @@ import (
 	"context"
 	goruntime "runtime"
 	"sync"
+	"sync/atomic"
 )
 
 // Background runs on idle threads.
@@ -21,14 +22,14 @@ import (
 //   - A thread cannot leave the idle class without privilege (CAP_SYS_NICE, or an RLIMIT_NICE
 //     of 20; it is 0 by default), and a thread discarded lowered can, as it exits, start the
 //     thread that takes its processor, which inherits the idle class and joins the runtime's
-//     pool. So threads are lowered only where they can be raised again (canRaise, asked once
-//     without lowering one); elsewhere background code runs at its caller's priority.
+//     pool. So a lowered thread is either raised again before it is given back (canRaise,
+//     asked once without lowering one), or kept for good by an idle worker (below).
 //   - A run that is in the background from its start, and the making of instances for a
-//     faulting module's pool, run on a goroutine of their own whose thread is lowered, then
-//     raised and given back when they end (onIdleThread; never the main thread). A run demoted
-//     while it executes is on its caller's goroutine: its thread is lowered in place, and
-//     only when the demotion counts against its module (admission.go: not at a run's first
-//     check).
+//     faulting module's pool, run on a thread lowered for them (onIdleThread): with the
+//     privilege, a goroutine of their own whose thread is raised and given back when they
+//     end; without it, an idle worker. A run demoted while it executes is on its caller's
+//     goroutine: its thread is lowered in place only with the privilege, and only when the
+//     demotion counts against its module (admission.go: not at a run's first check).
 //   - Code on an idle thread can wait for a CPU while other processes keep both busy, and the
 //     run's deadline, the GC's stop-the-world and the run's slot are all met at its checks. So
 //     a lowered run checks sixteen times as often (loweredDivisor, about every 60 µs of code);
@@ -51,9 +52,9 @@ func isLowered(ctx context.Context) bool {
 }
 
 // CanLowerBackground reports whether background guest code runs on idle-class threads here
-// (Linux, with CAP_SYS_NICE or an RLIMIT_NICE of 20); `pixie serve` runs more Go processors
-// than CPUs only then.
-func CanLowerBackground() bool { return lowerable && canRaise() }
+// (Linux, where the OS lets a thread be lowered); `pixie serve` runs more Go processors than
+// CPUs only then.
+func CanLowerBackground() bool { return lowerable && (canRaise() || idleWorkersLower()) }
 
 // canRaise reports whether this process can move a thread out of the idle class again. It
 // asks the kernel the same question without lowering a thread (mayRaise: a thread's nice
@@ -74,15 +75,23 @@ var canRaise = sync.OnceValue(func() bool {
 	return <-ok
 })
 
-// onIdleThread runs f on a new goroutine whose thread is in the OS's idle class, and waits for
-// it; ctx is f's context, marked as lowered (withLowered). f runs on the caller's goroutine
-// instead when threads cannot be lowered here. A panic in f is raised again in the caller.
+// onIdleThread runs f on a thread in the OS's idle class, and waits for it; ctx is f's
+// context, marked as lowered (withLowered). Where a thread can be raised again (canRaise), f
+// runs on a new goroutine whose thread is lowered for it, then raised and given back; elsewhere
+// on an idle worker (below). f runs on the caller's goroutine instead when no thread can be
+// lowered here. A panic in f is raised again in the caller.
 func onIdleThread(ctx context.Context, f func(ctx context.Context)) {
-	// Only where a thread can be raised again: a thread discarded lowered can, as it exits,
-	// hand its processor to a new thread it starts itself, which inherits the idle class and
-	// joins the runtime's pool (TestBackgroundRunsWithoutPrivilege caught one).
-	if !lowerable || !canRaise() {
+	if !lowerable {
 		f(ctx)
+		return
+	}
+	if !canRaise() {
+		// A thread that cannot be raised is never handed back, nor discarded: as it exits, it
+		// can start the thread that takes its processor, which would inherit the idle class
+		// and join the runtime's pool (TestBackgroundRunsWithoutPrivilege caught one).
+		if !onIdleWorker(ctx, f) {
+			f(ctx)
+		}
 		return
 	}
 	done := make(chan any, 1)
@@ -91,26 +100,121 @@ func onIdleThread(ctx context.Context, f func(ctx context.Context)) {
 		defer func() { done <- panicked }()
 		defer func() { panicked = recover() }()
 		goruntime.LockOSThread()
-		if onMainThread() {
-			// The main thread never exits (Go parks it for good instead), so it cannot be the
-			// one discarded: run f from another thread, which cannot be this one while this
-			// goroutine holds it.
-			defer goruntime.UnlockOSThread()
-			onIdleThread(ctx, f)
-			return
-		}
 		lowered := lowerLocked(ctx)
 		if lowered == nil {
 			defer goruntime.UnlockOSThread() // a thread left as it was is the runtime's again
 			f(ctx)
 			return
 		}
-		defer lowered.restore() // or, when it cannot be raised, the thread is discarded with this goroutine
+		defer lowered.restore() // or, should it fail to be raised after all, the thread is discarded with this goroutine
 		f(withLowered(ctx))
 	}()
 	if p := <-done; p != nil {
 		panic(p)
 	}
+}
+
+// Idle workers.
+//
+// Where a thread cannot be raised out of the idle class again, background code runs on idle
+// workers: goroutines that lock a thread, lower it, and keep it for good, taking one job after
+// another. A locked thread runs no other goroutine, and a thread its goroutine keeps never
+// exits, so no lowered thread ever reaches the runtime's pool. A worker waits for a job asleep
+// (it holds no processor then); a job that finds none waiting starts one, up to
+// maxIdleWorkers: past that, it runs at its caller's priority.
+
+// maxIdleWorkers bounds the idle workers (each is an OS thread kept for good). Background code
+// holds a background slot, so this is reached only when many background runs wait for the
+// model at once.
+const maxIdleWorkers = 32
+
+// idleJob is one call of onIdleThread given to a worker.
+type idleJob struct {
+	ctx  context.Context
+	f    func(ctx context.Context)
+	done chan any // f's panic, or nil
+}
+
+var (
+	// idleJobs hands a job to a worker.
+	idleJobs = make(chan *idleJob)
+	// idleWorkers counts the workers started; idleFree those that wait for a job and no caller
+	// has claimed. A worker counts itself free before its caller learns that its job is done,
+	// so that the caller's next job finds it.
+	idleWorkers, idleFree atomic.Int32
+)
+
+// idleWorkersLower reports whether a worker's thread can be lowered here; asking starts the
+// first worker.
+var idleWorkersLower = sync.OnceValue(func() bool {
+	lowered := make(chan bool, 1)
+	idleWorkers.Add(1)
+	go idleWorker(nil, lowered)
+	return <-lowered
+})
+
+// onIdleWorker runs f on an idle worker and waits for it; false when none can take it (no
+// thread can be lowered here, or maxIdleWorkers are busy).
+func onIdleWorker(ctx context.Context, f func(ctx context.Context)) bool {
+	if !idleWorkersLower() {
+		return false
+	}
+	j := &idleJob{ctx: ctx, f: f, done: make(chan any, 1)}
+	for {
+		n := idleFree.Load()
+		if n > 0 {
+			if !idleFree.CompareAndSwap(n, n-1) {
+				continue
+			}
+			idleJobs <- j // a free worker is on its way to take it
+			break
+		}
+		if idleWorkers.Add(1) > maxIdleWorkers {
+			idleWorkers.Add(-1)
+			return false
+		}
+		go idleWorker(j, nil)
+		break
+	}
+	if p := <-j.done; p != nil {
+		panic(p)
+	}
+	return true
+}
+
+// idleWorker is a worker's goroutine: it runs first (if any), then every job it receives. It
+// tells lowered whether its thread could be lowered; one that could not gives its thread
+// back, after its first job, at its caller's priority.
+func idleWorker(first *idleJob, lowered chan<- bool) {
+	goruntime.LockOSThread()
+	_, ok := lowerThread()
+	if lowered != nil {
+		lowered <- ok
+	}
+	if !ok {
+		idleWorkers.Add(-1)
+		goruntime.UnlockOSThread()
+		if first != nil {
+			first.done <- first.call(first.ctx)
+		}
+		return
+	}
+	for j := first; ; j = <-idleJobs {
+		if j == nil {
+			idleFree.Add(1)
+			continue
+		}
+		panicked := j.call(withLowered(j.ctx))
+		idleFree.Add(1)
+		j.done <- panicked
+	}
+}
+
+// call runs the job's f and returns its panic.
+func (j *idleJob) call(ctx context.Context) (panicked any) {
+	defer func() { panicked = recover() }()
+	j.f(ctx)
+	return nil
 }
 
 // inPlace is a thread a goroutine locked and moved to the idle class.

@@ -37,9 +37,6 @@ func raiseThread(s threadAttr) error {
 	return unix.SchedSetAttr(s.tid, &a, 0)
 }
 
-// onMainThread reports whether the calling thread is the process's first one.
-func onMainThread() bool { return unix.Gettid() == unix.Getpid() }
-
 // mayRaise reports whether the calling thread (locked to its goroutine) could leave SCHED_IDLE
 // again, without lowering it: the kernel lets a thread leave the idle class exactly when it
 // would let it take back its nice value once lowered (RLIMIT_NICE or CAP_SYS_NICE), so the

@@ -10,6 +10,8 @@ import (
 	goruntime "runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,6 +32,18 @@ func threadPolicy(t *testing.T) uint32 {
 // idleThreads counts this process's threads in SCHED_IDLE (field 41 of /proc's stat).
 func idleThreads(t *testing.T) int {
 	t.Helper()
+	return countIdleThreads(t, false)
+}
+
+// runningIdleThreads counts those of them that run or wait for a CPU (state R, field 3): an
+// idle worker waiting for a job sleeps.
+func runningIdleThreads(t *testing.T) int {
+	t.Helper()
+	return countIdleThreads(t, true)
+}
+
+func countIdleThreads(t *testing.T, running bool) int {
+	t.Helper()
 	tasks, err := os.ReadDir("/proc/self/task")
 	if err != nil {
 		t.Fatal(err)
@@ -42,21 +56,45 @@ func idleThreads(t *testing.T) int {
 		}
 		s := string(b)
 		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-		if p, _ := strconv.Atoi(fields[41-3]); p == schedIdle {
+		if p, _ := strconv.Atoi(fields[41-3]); p == schedIdle && (!running || fields[0] == "R") {
 			n++
 		}
 	}
 	return n
 }
 
-// waitNoIdleThreads waits for the idle threads to end (a discarded thread exits after its
-// goroutine) and returns how many are left.
-func waitNoIdleThreads(t *testing.T) int {
+// strayIdleThreads waits for the idle threads other than the idle workers' to end (a thread
+// discarded with its goroutine exits after it) and returns how many are left.
+func strayIdleThreads(t *testing.T) int {
 	t.Helper()
-	for end := time.Now().Add(5 * time.Second); idleThreads(t) > 0 && time.Now().Before(end); {
+	stray := func() int { return idleThreads(t) - int(idleWorkers.Load()) }
+	for end := time.Now().Add(5 * time.Second); stray() > 0 && time.Now().Before(end); {
 		time.Sleep(5 * time.Millisecond)
 	}
-	return idleThreads(t)
+	return max(0, stray())
+}
+
+// goroutinesOnIdleThreads runs goroutines that come and go, as a server's do, and counts the
+// times one found itself on an idle-class thread: a lowered thread in the runtime's pool.
+func goroutinesOnIdleThreads(t *testing.T) int {
+	t.Helper()
+	var seen atomic.Int32
+	for range 4 {
+		var wg sync.WaitGroup
+		for range 50 {
+			wg.Go(func() {
+				for range 20 {
+					if a, err := unix.SchedGetAttr(0, 0); err == nil && a.Policy == schedIdle {
+						seen.Add(1)
+					}
+					goruntime.Gosched()
+					time.Sleep(50 * time.Microsecond)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	return int(seen.Load())
 }
 
 // threadsOffNice counts this process's threads whose nice value (field 19 of /proc's stat) is
@@ -91,8 +129,8 @@ func threadsOffNice(t *testing.T) int {
 // from it).
 func TestCanRaise(t *testing.T) {
 	can := canRaise()
-	if n := idleThreads(t); n != 0 {
-		t.Fatalf("%d idle threads after the probe", n)
+	if n := strayIdleThreads(t); n != 0 {
+		t.Fatalf("%d idle threads after the probe, besides the idle workers'", n)
 	}
 	// New threads: goroutines that each hold one while the others start.
 	release := make(chan struct{})
@@ -129,12 +167,8 @@ func TestOnIdleThread(t *testing.T) {
 	onIdleThread(context.Background(), func(ctx context.Context) {
 		inside, marked = threadPolicy(t), isLowered(ctx)
 	})
-	if !canRaise() { // not lowered where it could not be raised again
-		if inside == schedIdle || marked {
-			t.Errorf("inside: policy %d, marked lowered %v; want neither without the privilege", inside, marked)
-		}
-	} else if inside != schedIdle || !marked {
-		t.Errorf("inside: policy %d, marked lowered %v; want SCHED_IDLE (%d), true", inside, marked, schedIdle)
+	if inside != schedIdle || !marked {
+		t.Errorf("inside: policy %d, marked lowered %v; want SCHED_IDLE (%d), true (can raise: %v)", inside, marked, schedIdle, canRaise())
 	}
 	if got := threadPolicy(t); got != caller {
 		t.Errorf("the caller's thread: policy %d after, %d before", got, caller)
@@ -147,6 +181,70 @@ func TestOnIdleThread(t *testing.T) {
 		}()
 		onIdleThread(context.Background(), func(context.Context) { panic("boom") })
 	}()
+	if n := goroutinesOnIdleThreads(t); n != 0 {
+		t.Errorf("goroutines found themselves on an idle thread %d times", n)
+	}
+}
+
+// TestIdleWorkers: where threads cannot be raised again, background code runs on workers that
+// keep their lowered thread for good. Jobs run lowered, a worker takes one job after another,
+// jobs at once get workers of their own up to maxIdleWorkers, and a panic reaches the caller.
+func TestIdleWorkers(t *testing.T) {
+	ctx := context.Background()
+	var inside uint32
+	var marked bool
+	if !onIdleWorker(ctx, func(ctx context.Context) { inside, marked = threadPolicy(t), isLowered(ctx) }) {
+		t.Fatal("no idle worker here")
+	}
+	if inside != schedIdle || !marked {
+		t.Fatalf("inside: policy %d, marked lowered %v; want SCHED_IDLE, true", inside, marked)
+	}
+	// One after another: the same worker.
+	before := idleWorkers.Load()
+	for range 20 {
+		onIdleWorker(ctx, func(context.Context) {})
+	}
+	if got := idleWorkers.Load(); got != before {
+		t.Errorf("%d workers after 20 jobs one after another, %d before", got, before)
+	}
+	func() {
+		defer func() {
+			if p := recover(); p != "boom" {
+				t.Errorf("recovered %v, want the job's panic", p)
+			}
+		}()
+		onIdleWorker(ctx, func(context.Context) { panic("boom") })
+	}()
+	// At once: up to maxIdleWorkers jobs, each on a worker; then none takes one more.
+	started, release := make(chan uint32), make(chan struct{})
+	var wg sync.WaitGroup
+	for range maxIdleWorkers {
+		wg.Go(func() {
+			onIdleWorker(ctx, func(context.Context) {
+				started <- threadPolicy(t)
+				<-release
+			})
+		})
+	}
+	for range maxIdleWorkers {
+		if p := <-started; p != schedIdle {
+			t.Errorf("a job at once ran with policy %d", p)
+		}
+	}
+	if onIdleWorker(ctx, func(context.Context) { t.Error("a job ran past maxIdleWorkers") }) {
+		t.Error("a worker took a job while maxIdleWorkers were busy")
+	}
+	close(release)
+	wg.Wait()
+	if got := idleWorkers.Load(); got != maxIdleWorkers {
+		t.Errorf("%d workers, want %d", got, maxIdleWorkers)
+	}
+	if n := idleThreads(t); n < maxIdleWorkers {
+		t.Errorf("%d idle threads, want the %d workers'", n, maxIdleWorkers)
+	}
+	if n := goroutinesOnIdleThreads(t); n != 0 {
+		t.Errorf("goroutines found themselves on an idle thread %d times", n)
+	}
 }
 
 func TestLowerInPlace(t *testing.T) {
@@ -185,7 +283,8 @@ func TestLowerInPlace(t *testing.T) {
 
 // TestBackgroundRunsOnIdleThreads: a run that goes on too long is moved to an idle thread (in
 // place, when this process can raise it again), and once its module faulted, its next runs
-// execute on an idle thread from their start; none is left behind.
+// execute on an idle thread from their start; none is left behind but the idle workers', and no
+// goroutine finds itself on one afterwards.
 func TestBackgroundRunsOnIdleThreads(t *testing.T) {
 	ctx := context.Background()
 	wasm := watModule(t, "treerec")
@@ -196,15 +295,15 @@ func TestBackgroundRunsOnIdleThreads(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer x.Close(ctx)
-	if n := waitNoIdleThreads(t); n != 0 {
-		t.Fatalf("%d idle threads before any run", n)
+	if n := strayIdleThreads(t); n != 0 {
+		t.Fatalf("%d idle threads before any run, besides the idle workers'", n)
 	}
 	for _, tc := range []struct {
 		name     string
 		wantIdle bool
 	}{
-		{"the first run, demoted as it runs", canRaise()},
-		{"a run of the faulted module", canRaise()},
+		{"the first run, demoted as it runs", canRaise()}, // lowered in place only where it can be raised again
+		{"a run of the faulted module", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			done := make(chan error, 1)
@@ -214,7 +313,7 @@ func TestBackgroundRunsOnIdleThreads(t *testing.T) {
 			}()
 			seen := 0
 			for end := time.Now().Add(700 * time.Millisecond); time.Now().Before(end) && seen == 0; time.Sleep(5 * time.Millisecond) {
-				seen = idleThreads(t)
+				seen = runningIdleThreads(t)
 			}
 			if err := <-done; !errors.Is(err, runtime.ErrTimeout) {
 				t.Fatalf("got %v, want the timeout error", err)
@@ -222,8 +321,11 @@ func TestBackgroundRunsOnIdleThreads(t *testing.T) {
 			if (seen > 0) != tc.wantIdle {
 				t.Errorf("%d idle threads seen during the run; want some: %v", seen, tc.wantIdle)
 			}
-			if n := waitNoIdleThreads(t); n != 0 {
-				t.Errorf("%d idle threads left after the run", n)
+			if n := strayIdleThreads(t); n != 0 {
+				t.Errorf("%d idle threads left after the run, besides the idle workers'", n)
+			}
+			if n := goroutinesOnIdleThreads(t); n != 0 {
+				t.Errorf("after the run, goroutines found themselves on an idle thread %d times", n)
 			}
 		})
 	}
@@ -231,8 +333,8 @@ func TestBackgroundRunsOnIdleThreads(t *testing.T) {
 
 // TestBackgroundRunsWithoutPrivilege runs the tests above again in a process that cannot raise
 // a thread out of SCHED_IDLE (root without CAP_SYS_NICE, as an unprivileged server is): a run
-// demoted as it runs keeps its thread's priority, and the idle threads of background runs are
-// discarded, not handed back to the Go runtime lowered.
+// demoted as it runs keeps its thread's priority, background runs execute on idle workers, and
+// no goroutine ever finds itself on a lowered thread.
 func TestBackgroundRunsWithoutPrivilege(t *testing.T) {
 	if os.Getenv("PIXIE_TEST_WITHOUT_SYS_NICE") != "" {
 		t.Skip("this is the process without the privilege")
@@ -245,13 +347,13 @@ func TestBackgroundRunsWithoutPrivilege(t *testing.T) {
 		t.Skip("setpriv (util-linux) is not installed")
 	}
 	cmd := exec.Command(setpriv, "--bounding-set=-sys_nice", "--inh-caps=-sys_nice", "--", os.Args[0],
-		"-test.run", "^(TestCanRaise|TestOnIdleThread|TestLowerInPlace|TestBackgroundRunsOnIdleThreads)$", "-test.v", "-test.count=1")
+		"-test.run", "^(TestCanRaise|TestOnIdleThread|TestIdleWorkers|TestLowerInPlace|TestBackgroundRunsOnIdleThreads)$", "-test.v", "-test.count=1")
 	cmd.Env = append(os.Environ(), "PIXIE_TEST_WITHOUT_SYS_NICE=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v:\n%s", err, out)
 	}
-	for _, want := range []string{"--- PASS: TestCanRaise", "--- SKIP: TestLowerInPlace", "--- PASS: TestOnIdleThread", "--- PASS: TestBackgroundRunsOnIdleThreads"} {
+	for _, want := range []string{"--- PASS: TestCanRaise", "--- SKIP: TestLowerInPlace", "--- PASS: TestOnIdleThread", "--- PASS: TestIdleWorkers", "--- PASS: TestBackgroundRunsOnIdleThreads"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the process without CAP_SYS_NICE did not report %q:\n%s", want, out)
 		}

@@ -12,6 +12,4 @@ func lowerThread() (threadAttr, bool) { return threadAttr{}, false }
 
 func raiseThread(threadAttr) error { return nil }
 
-func onMainThread() bool { return false }
-
 func mayRaise() (ok, changed bool) { return false, false }
