@@ -96,18 +96,24 @@ func onIdleThread(ctx context.Context, f func(ctx context.Context)) {
 	}
 	done := make(chan any, 1)
 	go func() {
-		var panicked any
-		defer func() { done <- panicked }()
-		defer func() { panicked = recover() }()
 		goruntime.LockOSThread()
+		j := &idleJob{ctx: ctx, f: f}
 		lowered := lowerLocked(ctx)
 		if lowered == nil {
-			defer goruntime.UnlockOSThread() // a thread left as it was is the runtime's again
-			f(ctx)
+			p := j.call(ctx)
+			goruntime.UnlockOSThread() // a thread left as it was is the runtime's again
+			done <- p
 			return
 		}
-		defer lowered.restore() // or, should it fail to be raised after all, the thread is discarded with this goroutine
-		f(withLowered(ctx))
+		p := j.call(withLowered(ctx))
+		raised := lowered.restore()
+		done <- p
+		if !raised {
+			// Not raised after all (the limit changed meanwhile): the thread stays lowered, so
+			// this goroutine keeps it for good, as an idle worker, rather than discard it.
+			idleWorkers.Add(1)
+			idleWorker(nil, nil, true)
+		}
 	}()
 	if p := <-done; p != nil {
 		panic(p)
@@ -149,7 +155,7 @@ var (
 var idleWorkersLower = sync.OnceValue(func() bool {
 	lowered := make(chan bool, 1)
 	idleWorkers.Add(1)
-	go idleWorker(nil, lowered)
+	go idleWorker(nil, lowered, false)
 	return <-lowered
 })
 
@@ -173,7 +179,7 @@ func onIdleWorker(ctx context.Context, f func(ctx context.Context)) bool {
 			idleWorkers.Add(-1)
 			return false
 		}
-		go idleWorker(j, nil)
+		go idleWorker(j, nil, false)
 		break
 	}
 	if p := <-j.done; p != nil {
@@ -184,10 +190,14 @@ func onIdleWorker(ctx context.Context, f func(ctx context.Context)) bool {
 
 // idleWorker is a worker's goroutine: it runs first (if any), then every job it receives. It
 // tells lowered whether its thread could be lowered; one that could not gives its thread
-// back, after its first job, at its caller's priority.
-func idleWorker(first *idleJob, lowered chan<- bool) {
-	goruntime.LockOSThread()
-	_, ok := lowerThread()
+// back, after its first job, at its caller's priority. already is whether the calling
+// goroutine holds a lowered thread already.
+func idleWorker(first *idleJob, lowered chan<- bool, already bool) {
+	ok := already
+	if !already {
+		goruntime.LockOSThread()
+		_, ok = lowerThread()
+	}
 	if lowered != nil {
 		lowered <- ok
 	}
@@ -216,6 +226,10 @@ func (j *idleJob) call(ctx context.Context) (panicked any) {
 	j.f(ctx)
 	return nil
 }
+
+// raiseBack raises a lowered thread at the end of its job (a variable for a test of the case
+// where that fails).
+var raiseBack = raiseThread
 
 // inPlace is a thread a goroutine locked and moved to the idle class.
 type inPlace struct {
@@ -255,12 +269,14 @@ func lowerInPlace(ctx context.Context) *inPlace {
 // restore raises the thread and lets the goroutine go; it is called on the goroutine that
 // lowered it. A thread that cannot be raised stays locked to the goroutine: it is never handed
 // back to the runtime lowered.
-func (p *inPlace) restore() {
+func (p *inPlace) restore() (raised bool) {
 	if p == nil {
-		return
+		return true
 	}
 	p.stop()
-	if raiseThread(p.saved) == nil {
-		goruntime.UnlockOSThread()
+	if raiseBack(p.saved) != nil {
+		return false
 	}
+	goruntime.UnlockOSThread()
+	return true
 }

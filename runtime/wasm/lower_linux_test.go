@@ -215,10 +215,13 @@ func TestIdleWorkers(t *testing.T) {
 		}()
 		onIdleWorker(ctx, func(context.Context) { panic("boom") })
 	}()
-	// At once: up to maxIdleWorkers jobs, each on a worker; then none takes one more.
+	// At once: up to maxIdleWorkers jobs, each on a worker; then none takes one more. (There can
+	// be more workers already: a thread that could not be raised after all is kept as one,
+	// TestRaiseFailsAfterAll.)
+	n := max(maxIdleWorkers, int(idleWorkers.Load()))
 	started, release := make(chan uint32), make(chan struct{})
 	var wg sync.WaitGroup
-	for range maxIdleWorkers {
+	for range n {
 		wg.Go(func() {
 			onIdleWorker(ctx, func(context.Context) {
 				started <- threadPolicy(t)
@@ -226,7 +229,7 @@ func TestIdleWorkers(t *testing.T) {
 			})
 		})
 	}
-	for range maxIdleWorkers {
+	for range n {
 		if p := <-started; p != schedIdle {
 			t.Errorf("a job at once ran with policy %d", p)
 		}
@@ -236,14 +239,48 @@ func TestIdleWorkers(t *testing.T) {
 	}
 	close(release)
 	wg.Wait()
-	if got := idleWorkers.Load(); got != maxIdleWorkers {
-		t.Errorf("%d workers, want %d", got, maxIdleWorkers)
+	if got := idleWorkers.Load(); int(got) != n {
+		t.Errorf("%d workers, want %d", got, n)
 	}
-	if n := idleThreads(t); n < maxIdleWorkers {
-		t.Errorf("%d idle threads, want the %d workers'", n, maxIdleWorkers)
+	if got := idleThreads(t); got < n {
+		t.Errorf("%d idle threads, want the %d workers'", got, n)
 	}
 	if n := goroutinesOnIdleThreads(t); n != 0 {
 		t.Errorf("goroutines found themselves on an idle thread %d times", n)
+	}
+}
+
+// TestRaiseFailsAfterAll: a thread lowered for a job that cannot be raised at its end (the
+// limit changed meanwhile) is kept by its goroutine as an idle worker, not discarded lowered.
+func TestRaiseFailsAfterAll(t *testing.T) {
+	if !canRaise() {
+		t.Skip("this process cannot raise a thread out of SCHED_IDLE: jobs run on idle workers from the start")
+	}
+	raiseBack = func(threadAttr) error { return unix.EPERM }
+	before := idleWorkers.Load()
+	var inside uint32
+	onIdleThread(context.Background(), func(context.Context) { inside = threadPolicy(t) })
+	raiseBack = raiseThread
+	if inside != schedIdle {
+		t.Fatalf("the job ran with policy %d", inside)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for idleWorkers.Load() == before && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if got := idleWorkers.Load(); got != before+1 {
+		t.Fatalf("%d idle workers, want %d: the thread that stayed lowered was not kept", got, before+1)
+	}
+	if n := strayIdleThreads(t); n != 0 {
+		t.Errorf("%d idle threads besides the idle workers'", n)
+	}
+	if n := goroutinesOnIdleThreads(t); n != 0 {
+		t.Errorf("goroutines found themselves on an idle thread %d times", n)
+	}
+	// The kept thread takes idle workers' jobs.
+	var worker uint32
+	if !onIdleWorker(context.Background(), func(context.Context) { worker = threadPolicy(t) }) || worker != schedIdle {
+		t.Errorf("a job on the idle workers ran with policy %d", worker)
 	}
 }
 
