@@ -24,8 +24,9 @@ const serveProcsPerCPU = 2
 // returns the processors the server runs.
 func setServeProcs() int {
 	if os.Getenv("GOMAXPROCS") != "" || !wasm.CanLowerBackground() {
-		// Without idle-class threads for background guest code, more processors than CPUs let
-		// a storm of faulting guests take the CPUs from healthy gates (docs/runtime.md).
+		// Without idle-class threads for background guest code (wasm.IdleThreadsEnv), more
+		// processors than CPUs let a storm of faulting guests take the CPUs from healthy gates
+		// (docs/runtime.md).
 		return goruntime.GOMAXPROCS(0)
 	}
 	n := serveProcsPerCPU * goruntime.GOMAXPROCS(0)

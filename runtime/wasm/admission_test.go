@@ -219,7 +219,7 @@ func TestAdmissionFirstCheckSparesTheModule(t *testing.T) {
 			if got := h.unhealthy(); got != tc.held {
 				t.Fatalf("module held against: %v, want %v", got, tc.held)
 			}
-			if want := tc.held && lowerable && canRaise(); tk.lowered() != want {
+			if want := tc.held && lowerable && idleThreads.Load() && canRaise(); tk.lowered() != want {
 				t.Errorf("thread lowered: %v, want %v", tk.lowered(), want)
 			}
 			tk.finish()

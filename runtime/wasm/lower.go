@@ -2,12 +2,13 @@ package wasm
 
 import (
 	"context"
+	"os"
 	goruntime "runtime"
 	"sync"
 	"sync/atomic"
 )
 
-// Background runs on idle threads.
+// Background runs on idle threads (off unless IdleThreadsEnv turns them on).
 //
 // `pixie serve` runs more Go processors than CPUs (cmd/pixie: procs.go), so that a thread the
 // OS preempts does not stall the goroutines queued on its processor. The Go scheduler then no
@@ -36,6 +37,18 @@ import (
 //     and when the thread can be raised, it is raised once the run's context is done, so that
 //     the time limit ends it as promptly as any other run.
 
+// IdleThreadsEnv is the environment variable that turns idle threads on ("1"). They are off by
+// default: on a machine that other processes keep busy (a build beside the agent), an
+// idle-class thread waits about a second between turns, and a GC's stop-the-world waits for
+// it. With four busy loops on two CPUs, runs ended 0.2–3.9 s after their deadline and GCs took
+// up to 4 s; without idle threads, 1–16 ms and 2–52 ms (TestTimeLimit, docs/runtime.md).
+const IdleThreadsEnv = "PIXIE_WASM_IDLE_THREADS"
+
+// idleThreads is whether background code is lowered at all (IdleThreadsEnv).
+var idleThreads atomic.Bool
+
+func init() { idleThreads.Store(os.Getenv(IdleThreadsEnv) == "1") }
+
 // loweredDivisor divides the fuel between checks of code on a lowered thread.
 const loweredDivisor = 16
 
@@ -52,9 +65,11 @@ func isLowered(ctx context.Context) bool {
 }
 
 // CanLowerBackground reports whether background guest code runs on idle-class threads here
-// (Linux, where the OS lets a thread be lowered); `pixie serve` runs more Go processors than
-// CPUs only then.
-func CanLowerBackground() bool { return lowerable && (canRaise() || idleWorkersLower()) }
+// (turned on by IdleThreadsEnv, on Linux, where the OS lets a thread be lowered); `pixie
+// serve` runs more Go processors than CPUs only then.
+func CanLowerBackground() bool {
+	return lowerable && idleThreads.Load() && (canRaise() || idleWorkersLower())
+}
 
 // canRaise reports whether this process can move a thread out of the idle class again. It
 // asks the kernel the same question without lowering a thread (mayRaise: a thread's nice
@@ -81,7 +96,7 @@ var canRaise = sync.OnceValue(func() bool {
 // on an idle worker (below). f runs on the caller's goroutine instead when no thread can be
 // lowered here. A panic in f is raised again in the caller.
 func onIdleThread(ctx context.Context, f func(ctx context.Context)) {
-	if !lowerable {
+	if !lowerable || !idleThreads.Load() {
 		f(ctx)
 		return
 	}
@@ -255,7 +270,7 @@ func lowerLocked(ctx context.Context) *inPlace {
 // lowerInPlace locks the calling goroutine to its thread and lowers the thread until restore,
 // only where it can be raised again (canRaise); nil when it did not.
 func lowerInPlace(ctx context.Context) *inPlace {
-	if !lowerable || !canRaise() {
+	if !lowerable || !idleThreads.Load() || !canRaise() {
 		return nil
 	}
 	goruntime.LockOSThread()

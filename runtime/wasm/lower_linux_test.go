@@ -29,8 +29,8 @@ func threadPolicy(t *testing.T) uint32 {
 	return a.Policy
 }
 
-// idleThreads counts this process's threads in SCHED_IDLE (field 41 of /proc's stat).
-func idleThreads(t *testing.T) int {
+// idleThreadCount counts this process's threads in SCHED_IDLE (field 41 of /proc's stat).
+func idleThreadCount(t *testing.T) int {
 	t.Helper()
 	return countIdleThreads(t, false)
 }
@@ -67,7 +67,7 @@ func countIdleThreads(t *testing.T, running bool) int {
 // discarded with its goroutine exits after it) and returns how many are left.
 func strayIdleThreads(t *testing.T) int {
 	t.Helper()
-	stray := func() int { return idleThreads(t) - int(idleWorkers.Load()) }
+	stray := func() int { return idleThreadCount(t) - int(idleWorkers.Load()) }
 	for end := time.Now().Add(5 * time.Second); stray() > 0 && time.Now().Before(end); {
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -128,6 +128,7 @@ func threadsOffNice(t *testing.T) int {
 // left a nice step down stays out of the runtime's pool (threads started later are not born
 // from it).
 func TestCanRaise(t *testing.T) {
+	withIdleThreads(t)
 	can := canRaise()
 	if n := strayIdleThreads(t); n != 0 {
 		t.Fatalf("%d idle threads after the probe, besides the idle workers'", n)
@@ -158,7 +159,42 @@ func TestCanRaise(t *testing.T) {
 	close(release)
 }
 
+// withIdleThreads turns idle threads on for the test (IdleThreadsEnv).
+func withIdleThreads(t *testing.T) {
+	t.Helper()
+	was := idleThreads.Load()
+	idleThreads.Store(true)
+	t.Cleanup(func() { idleThreads.Store(was) })
+}
+
+// TestIdleThreadsOff: by default nothing is lowered: background code runs on its caller's
+// goroutine at its priority, and the server keeps one processor per CPU.
+func TestIdleThreadsOff(t *testing.T) {
+	if os.Getenv(IdleThreadsEnv) == "1" {
+		t.Skip(IdleThreadsEnv + " is set")
+	}
+	goruntime.LockOSThread()
+	defer goruntime.UnlockOSThread()
+	caller, tid := threadPolicy(t), unix.Gettid()
+	var inside uint32
+	var marked, same bool
+	onIdleThread(context.Background(), func(ctx context.Context) {
+		inside, marked, same = threadPolicy(t), isLowered(ctx), unix.Gettid() == tid
+	})
+	if inside != caller || marked || !same {
+		t.Errorf("inside: policy %d, marked lowered %v, on the caller's thread %v; want %d, false, true", inside, marked, same, caller)
+	}
+	if p := lowerInPlace(context.Background()); p != nil {
+		p.restore()
+		t.Error("lowered in place with idle threads off")
+	}
+	if CanLowerBackground() {
+		t.Error("CanLowerBackground with idle threads off")
+	}
+}
+
 func TestOnIdleThread(t *testing.T) {
+	withIdleThreads(t)
 	goruntime.LockOSThread()
 	defer goruntime.UnlockOSThread()
 	caller := threadPolicy(t)
@@ -190,6 +226,7 @@ func TestOnIdleThread(t *testing.T) {
 // keep their lowered thread for good. Jobs run lowered, a worker takes one job after another,
 // jobs at once get workers of their own up to maxIdleWorkers, and a panic reaches the caller.
 func TestIdleWorkers(t *testing.T) {
+	withIdleThreads(t)
 	ctx := context.Background()
 	var inside uint32
 	var marked bool
@@ -242,7 +279,7 @@ func TestIdleWorkers(t *testing.T) {
 	if got := idleWorkers.Load(); int(got) != n {
 		t.Errorf("%d workers, want %d", got, n)
 	}
-	if got := idleThreads(t); got < n {
+	if got := idleThreadCount(t); got < n {
 		t.Errorf("%d idle threads, want the %d workers'", got, n)
 	}
 	if n := goroutinesOnIdleThreads(t); n != 0 {
@@ -253,6 +290,7 @@ func TestIdleWorkers(t *testing.T) {
 // TestRaiseFailsAfterAll: a thread lowered for a job that cannot be raised at its end (the
 // limit changed meanwhile) is kept by its goroutine as an idle worker, not discarded lowered.
 func TestRaiseFailsAfterAll(t *testing.T) {
+	withIdleThreads(t)
 	if !canRaise() {
 		t.Skip("this process cannot raise a thread out of SCHED_IDLE: jobs run on idle workers from the start")
 	}
@@ -285,6 +323,7 @@ func TestRaiseFailsAfterAll(t *testing.T) {
 }
 
 func TestLowerInPlace(t *testing.T) {
+	withIdleThreads(t)
 	if !canRaise() {
 		t.Skip("this process cannot raise a thread out of SCHED_IDLE (no CAP_SYS_NICE): runs demoted in place keep their priority")
 	}
@@ -323,6 +362,7 @@ func TestLowerInPlace(t *testing.T) {
 // execute on an idle thread from their start; none is left behind but the idle workers', and no
 // goroutine finds itself on one afterwards.
 func TestBackgroundRunsOnIdleThreads(t *testing.T) {
+	withIdleThreads(t)
 	ctx := context.Background()
 	wasm := watModule(t, "treerec")
 	sum := sha256.Sum256(wasm)
@@ -384,13 +424,13 @@ func TestBackgroundRunsWithoutPrivilege(t *testing.T) {
 		t.Skip("setpriv (util-linux) is not installed")
 	}
 	cmd := exec.Command(setpriv, "--bounding-set=-sys_nice", "--inh-caps=-sys_nice", "--", os.Args[0],
-		"-test.run", "^(TestCanRaise|TestOnIdleThread|TestIdleWorkers|TestLowerInPlace|TestBackgroundRunsOnIdleThreads)$", "-test.v", "-test.count=1")
+		"-test.run", "^(TestIdleThreadsOff|TestCanRaise|TestOnIdleThread|TestIdleWorkers|TestLowerInPlace|TestBackgroundRunsOnIdleThreads)$", "-test.v", "-test.count=1")
 	cmd.Env = append(os.Environ(), "PIXIE_TEST_WITHOUT_SYS_NICE=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v:\n%s", err, out)
 	}
-	for _, want := range []string{"--- PASS: TestCanRaise", "--- SKIP: TestLowerInPlace", "--- PASS: TestOnIdleThread", "--- PASS: TestIdleWorkers", "--- PASS: TestBackgroundRunsOnIdleThreads"} {
+	for _, want := range []string{"--- PASS: TestIdleThreadsOff", "--- PASS: TestCanRaise", "--- SKIP: TestLowerInPlace", "--- PASS: TestOnIdleThread", "--- PASS: TestIdleWorkers", "--- PASS: TestBackgroundRunsOnIdleThreads"} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the process without CAP_SYS_NICE did not report %q:\n%s", want, out)
 		}
