@@ -1,7 +1,7 @@
 package main
 
 import (
-	"github.com/pixie-dev/pixie/runtime/wasm"
+	"context"
 	goruntime "runtime"
 	"testing"
 )
@@ -12,14 +12,15 @@ func TestSetServeProcs(t *testing.T) {
 		name, env string
 		want      int
 	}{
-		{"unset: two processors per CPU where background code can be lowered", "", map[bool]int{true: serveProcsPerCPU * base, false: base}[wasm.CanLowerBackground()]},
+		{"unset: two processors per CPU", "", serveProcsPerCPU * base},
 		{"set in the environment: left as it is", "1", base},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Cleanup(func() { goruntime.GOMAXPROCS(base) })
+			ctx, cancel := context.WithCancel(context.Background())
+			t.Cleanup(func() { cancel(); goruntime.GOMAXPROCS(base) })
 			t.Setenv("GOMAXPROCS", tc.env)
-			if got := setServeProcs(); got != tc.want || goruntime.GOMAXPROCS(0) != tc.want {
+			if got := setServeProcs(ctx); got != tc.want || goruntime.GOMAXPROCS(0) != tc.want {
 				t.Fatalf("setServeProcs() = %d, GOMAXPROCS %d, want %d", got, goruntime.GOMAXPROCS(0), tc.want)
 			}
 		})

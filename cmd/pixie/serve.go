@@ -31,7 +31,7 @@ func init() {
 			if err != nil {
 				return err
 			}
-			setServeProcs()
+			setServeProcs(ctx)
 			return serve(ctx, cfg, io.stdout)
 		}
 	}})

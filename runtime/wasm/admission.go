@@ -101,6 +101,17 @@ type ticket struct {
 	// thread when a demotion lowered it (lower.go), raised again by finish.
 	ctx     context.Context
 	inPlace *inPlace
+	// refill marks a healthy module's pool refill: background work, but a short one that the
+	// processors do not narrow for (procs.go); noted is whether the held slot is counted there.
+	refill, noted bool
+}
+
+// noteHeld counts a held background slot for the processors' governor (procs.go).
+func (t *ticket) noteHeld() {
+	if t.held && t.bg && !t.refill && !t.noted {
+		t.noted = true
+		noteBackground(1)
+	}
 }
 
 // lowered reports whether the run's code executes on a lowered thread because of its demotion.
@@ -181,6 +192,7 @@ func (a *admission) get(ctx context.Context, t *ticket, bounded bool) error {
 		a.take(t.bg)
 		a.mu.Unlock()
 		t.held = true
+		t.noteHeld()
 		return nil
 	}
 	if bounded && a.queued[class(t.bg)] >= a.maxQueued {
@@ -206,6 +218,7 @@ func (a *admission) get(ctx context.Context, t *ticket, bounded bool) error {
 	select {
 	case <-w.ready:
 		t.held = true
+		t.noteHeld()
 		return nil
 	case <-ctx.Done():
 		why = ctx.Err()
@@ -216,6 +229,7 @@ func (a *admission) get(ctx context.Context, t *ticket, bounded bool) error {
 	defer a.mu.Unlock()
 	if w.granted { // granted meanwhile: keep it
 		t.held = true
+		t.noteHeld()
 		return nil
 	}
 	for i, o := range *queue {
@@ -243,6 +257,10 @@ func (t *ticket) release() {
 		a.bgRunning--
 	}
 	t.held = false
+	if t.noted {
+		t.noted = false
+		noteBackground(-1)
+	}
 	a.dispatchLocked()
 	a.mu.Unlock()
 }
@@ -284,6 +302,7 @@ func (t *ticket) tick(ctx context.Context) error {
 			a.bgRunning++
 			t.bg = true
 			a.mu.Unlock()
+			t.noteHeld()
 		} else {
 			a.running--
 			t.held = false

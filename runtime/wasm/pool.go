@@ -108,7 +108,7 @@ func (m *module) refill() {
 				return
 			}
 			// Making an instance is background work: it waits for a background slot.
-			t := &ticket{a: m.x.adm, bg: true}
+			t := &ticket{a: m.x.adm, bg: true, refill: !m.health.unhealthy()}
 			if err := t.reacquire(m.ctx); err != nil {
 				m.release()
 				return
