@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pixie-dev/pixie/internal/testutil"
 	"github.com/pixie-dev/pixie/runtime/sandbox"
 	"github.com/pixie-dev/pixie/sdk/abi"
 )
@@ -18,7 +19,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == sandbox.Verb {
 		os.Exit(sandbox.Main(os.Args[2:]))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	testutil.RemoveBuilt() // the pixie binary examples_test.go built
+	os.Exit(code)
 }
 
 const fullOutput = `{"verdict":"stop","reason":"R","replace":"S","append":"A","note":"N"}`

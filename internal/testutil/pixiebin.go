@@ -51,6 +51,23 @@ func PixieBinary(t testing.TB) string {
 	return binPath
 }
 
+// Main runs a package's tests and then removes what PixieBinary built for them, and exits with
+// the tests' code: the TestMain of every package whose tests use PixieBinary (the binary is
+// built once per test process, into a folder of its own that no test's cleanup owns).
+func Main(m *testing.M) {
+	code := m.Run()
+	RemoveBuilt()
+	os.Exit(code)
+}
+
+// RemoveBuilt removes the binary PixieBinary built, if it did; a TestMain that cannot use Main
+// calls it after m.Run.
+func RemoveBuilt() {
+	if binPath != "" {
+		_ = os.RemoveAll(filepath.Dir(binPath))
+	}
+}
+
 // FreeAddr returns a free 127.0.0.1 address.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
