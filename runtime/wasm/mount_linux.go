@@ -34,7 +34,7 @@ type workFS struct {
 var _ fs.FS = (*workFS)(nil)
 
 func newWorkFS(dir string, hidden []string) (*workFS, error) {
-	root, err := confine.Resolve(dir)
+	root, err := homeAliases.resolve(dir)
 	if err != nil {
 		return nil, errs.New(errs.Invalid, "the session cwd %s cannot be mounted: %v", dir, err)
 	}
@@ -171,7 +171,7 @@ func (d *workDir) ReadDir(n int) ([]fs.DirEntry, error) {
 	}
 }
 
-// aliasCache remembers the aliases of each hidden directory until the mount table changes
+// aliasCache remembers the aliases of each hidden directory (and each cwd's resolved path) until the mount table changes
 // (/proc/self/mountinfo reports that to poll) or a second has passed (the directory itself
 // could have moved).
 type aliasCache struct {
@@ -181,6 +181,7 @@ type aliasCache struct {
 	armed   bool // the file was read since the last change it reported
 	at      time.Time
 	known   map[string][]string
+	roots   map[string]string // resolve's answers
 }
 
 var homeAliases aliasCache
@@ -190,16 +191,7 @@ const aliasTTL = time.Second
 func (c *aliasCache) get(dir string) ([]string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.watch {
-		// A raw descriptor: the runtime's network poller would take the change events (each
-		// poll of the file consumes them) if os.Open registered it.
-		if fd, err := unix.Open("/proc/self/mountinfo", unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
-			c.watch, c.watchFD = true, fd
-		}
-	}
-	if !c.watch || c.mountsChanged() || time.Since(c.at) > aliasTTL {
-		c.known, c.at = nil, time.Now()
-	}
+	c.freshLocked()
 	if al, ok := c.known[dir]; ok {
 		return al, nil
 	}
@@ -212,6 +204,43 @@ func (c *aliasCache) get(dir string) ([]string, error) {
 	}
 	c.known[dir] = al
 	return al, nil
+}
+
+// resolve is confine.Resolve(dir), remembered like the aliases: a session's cwd is resolved
+// once a second, not at every run (its symbolic links were a tenth of a warm decision's time
+// in the gate). What a remembered root can miss is safe: the mount opens it with no symbolic
+// link allowed (confine.OpenNoSymlinks), so a component replaced by a link since is refused,
+// and the hidden directories are checked against the root at every bind.
+func (c *aliasCache) resolve(dir string) (string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.freshLocked()
+	if r, ok := c.roots[dir]; ok {
+		return r, nil
+	}
+	r, err := confine.Resolve(dir)
+	if err != nil {
+		return "", err
+	}
+	if c.roots == nil {
+		c.roots = map[string]string{}
+	}
+	c.roots[dir] = r
+	return r, nil
+}
+
+// freshLocked forgets everything once the mount table changed or aliasTTL passed.
+func (c *aliasCache) freshLocked() {
+	if !c.watch {
+		// A raw descriptor: the runtime's network poller would take the change events (each
+		// poll of the file consumes them) if os.Open registered it.
+		if fd, err := unix.Open("/proc/self/mountinfo", unix.O_RDONLY|unix.O_CLOEXEC, 0); err == nil {
+			c.watch, c.watchFD = true, fd
+		}
+	}
+	if !c.watch || c.mountsChanged() || time.Since(c.at) > aliasTTL {
+		c.known, c.roots, c.at = nil, nil, time.Now()
+	}
 }
 
 // mountsChanged reports whether the mount table changed since the last call. The kernel

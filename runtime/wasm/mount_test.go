@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -202,6 +203,70 @@ func TestMountNeverShowsTheHome(t *testing.T) {
 		requireNoSecret(t, out)
 		if strings.Contains(out["/work"+filepath.Dir(home)], ".pixie") {
 			t.Errorf("the home's parent lists it: %q", out["/work"+filepath.Dir(home)])
+		}
+	})
+}
+
+// TestMountRemembersTheCwd: a cwd's resolved path is remembered for aliasTTL (homeAliases), and
+// what changes meanwhile never shows the home: a link re-pointed at it still mounts what it
+// pointed at, a component replaced by a link to it is refused, and once the second is over
+// the link's new target is refused as inside the home.
+func TestMountRemembersTheCwd(t *testing.T) {
+	user, home := mountHome(t)
+	e := hiddenEnv(t, home)
+	project := filepath.Join(user, "project")
+	link := filepath.Join(t.TempDir(), "proj")
+	if err := os.Symlink(project, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, cwd := range []string{link, project} { // both remembered
+		if out, err := readAll(t, e, cwd, "/work/main.go"); err != nil || out["/work/main.go"] != "file:package main" {
+			t.Fatalf("cwd %s: %v %v", cwd, out, err)
+		}
+	}
+	resolvedAt := time.Now()
+
+	t.Run("a link re-pointed at the home", func(t *testing.T) {
+		if err := os.Remove(link); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(home, link); err != nil {
+			t.Fatal(err)
+		}
+		out, err := readAll(t, e, link, "/work/token", "/work/main.go")
+		if time.Since(resolvedAt) >= aliasTTL {
+			t.Skip("the machine took longer than aliasTTL: the link was resolved again")
+		}
+		if err != nil {
+			t.Fatalf("within the second: %v, want the remembered project mounted", err)
+		}
+		requireNoSecret(t, out)
+		if out["/work/main.go"] != "file:package main" {
+			t.Fatalf("/work/main.go = %q, want the project's", out["/work/main.go"])
+		}
+	})
+
+	t.Run("a component replaced by a link to the home", func(t *testing.T) {
+		if err := os.Rename(project, project+".moved"); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(home, project); err != nil {
+			t.Fatal(err)
+		}
+		out, err := readAll(t, e, project, "/work/token")
+		if err == nil {
+			requireNoSecret(t, out)
+			t.Fatalf("mounted %v, want the cwd refused (it is a symbolic link now)", out)
+		}
+	})
+
+	t.Run("once the second is over", func(t *testing.T) {
+		time.Sleep(time.Until(resolvedAt.Add(aliasTTL + 50*time.Millisecond)))
+		for _, cwd := range []string{link, project} {
+			out, err := readAll(t, e, cwd, "/work/token")
+			if err == nil || !strings.Contains(err.Error(), "inside the Pixie home") {
+				t.Fatalf("cwd %s: err %v (out %v), want the mount refused as inside the home", cwd, err, out)
+			}
 		}
 	})
 }
