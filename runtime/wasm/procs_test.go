@@ -39,7 +39,7 @@ func waitNoBackground(t *testing.T) {
 func TestGovernProcs(t *testing.T) {
 	ctx := context.Background()
 	defer func(d time.Duration) { widenAfter = d }(widenAfter)
-	widenAfter = 300 * time.Millisecond
+	widenAfter = time.Second
 	e, err := newEnv(ctx, t.TempDir(), Config{CacheDir: testutil.WasmCacheDir(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -94,12 +94,10 @@ func TestGovernProcs(t *testing.T) {
 			t.Fatalf("the spinner: %v", err)
 		}
 		// The module faulted: its pool's refills run in the background too; once they are done,
-		// the count widens again after widenAfter, not before.
+		// the count widens again after widenAfter, not before (a late look here only makes the
+		// measured wait shorter than it was, never longer).
 		waitNoBackground(t)
 		quietSince := time.Now()
-		if got := goruntime.GOMAXPROCS(0); got != narrow {
-			t.Fatalf("widened at once when the background work ended: GOMAXPROCS %d", got)
-		}
 		waitProcs(t, 2*narrow, 5*time.Second, "after the background work ended")
 		if d := time.Since(quietSince); d < widenAfter/2 {
 			t.Fatalf("widened %s after the background work ended, want about %s", d, widenAfter)
