@@ -6,5 +6,6 @@ import (
 	"github.com/pixie-dev/pixie/internal/testutil"
 )
 
-// TestMain removes the pixie binary the tests built (testutil.PixieBinary) once they are done.
+// TestMain plays the sandbox verb when the test binary is started as the sandbox, and removes
+// the pixie binary the tests built (testutil.Main).
 func TestMain(m *testing.M) { testutil.Main(m) }

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/pixie-dev/pixie/runtime/sandbox"
 )
 
 // Root returns the module root (the directory holding go.mod).
@@ -51,10 +53,18 @@ func PixieBinary(t testing.TB) string {
 	return binPath
 }
 
-// Main runs a package's tests and then removes what PixieBinary built for them, and exits with
-// the tests' code: the TestMain of every package whose tests use PixieBinary (the binary is
-// built once per test process, into a folder of its own that no test's cleanup owns).
+// Main is the TestMain of a package whose tests start real servers or executors. It plays the
+// pixie binary's sandbox verb when the test binary is started as the sandbox (the bash
+// executor re-executes os.Executable() with sandbox.Verb unless told another binary, and
+// probes it once at start): without that, the child ran the package's whole test suite until
+// the probe's 10 s timeout killed it, leaving its temp folders behind, and the executor ran
+// without namespaces. Otherwise it runs the tests, then removes what PixieBinary built for
+// them (built once per test process, into a folder no test's cleanup owns), and exits with the
+// tests' code.
 func Main(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == sandbox.Verb {
+		os.Exit(sandbox.Main(os.Args[2:]))
+	}
 	code := m.Run()
 	RemoveBuilt()
 	os.Exit(code)
