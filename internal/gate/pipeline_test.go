@@ -3,26 +3,18 @@ package gate
 import (
 	"context"
 	"net/http"
-	"os"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/pixie-dev/pixie/internal/testutil"
-	"github.com/pixie-dev/pixie/runtime/sandbox"
 	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 // TestMain lets the test binary play the pixie binary's sandbox verb, which the bash executor
-// re-executes for sandboxed policies.
-func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == sandbox.Verb {
-		os.Exit(sandbox.Main(os.Args[2:]))
-	}
-	code := m.Run()
-	testutil.RemoveBuilt() // the pixie binary examples_test.go built
-	os.Exit(code)
-}
+// re-executes for sandboxed policies, and removes the pixie binary examples_test.go built
+// (testutil.Main).
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 const fullOutput = `{"verdict":"stop","reason":"R","replace":"S","append":"A","note":"N"}`
 

@@ -20,18 +20,13 @@ import (
 	"github.com/pixie-dev/pixie/internal/pet"
 	"github.com/pixie-dev/pixie/internal/store"
 	"github.com/pixie-dev/pixie/internal/store/badgerstore"
+	"github.com/pixie-dev/pixie/internal/testutil"
 	"github.com/pixie-dev/pixie/runtime"
-	"github.com/pixie-dev/pixie/runtime/sandbox"
 )
 
 // TestMain lets the test binary play the pixie binary for the bash executor, which re-executes
 // os.Executable() with the sandbox verb.
-func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == sandbox.Verb {
-		os.Exit(sandbox.Main(os.Args[2:]))
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 func openStore(t testing.TB) *store.Store {
 	t.Helper()

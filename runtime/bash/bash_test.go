@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/internal/testutil"
 	"github.com/pixie-dev/pixie/runtime"
 	"github.com/pixie-dev/pixie/runtime/sandbox"
 	"github.com/pixie-dev/pixie/sdk/abi"
@@ -21,12 +22,7 @@ import (
 
 // TestMain lets the test binary play the pixie binary: the default Config re-executes
 // os.Executable() with sandbox.Verb, which lands here.
-func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == sandbox.Verb {
-		os.Exit(sandbox.Main(os.Args[2:]))
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 func newExecutor(t testing.TB, cfg Config) *Executor {
 	t.Helper()

@@ -106,6 +106,12 @@ type ticket struct {
 	refill, noted bool
 }
 
+// hold marks the slot t was given as held.
+func (t *ticket) hold() {
+	t.held = true
+	t.noteHeld()
+}
+
 // noteHeld counts a held background slot for the processors' governor (procs.go).
 func (t *ticket) noteHeld() {
 	if t.held && t.bg && !t.refill && !t.noted {
@@ -191,8 +197,7 @@ func (a *admission) get(ctx context.Context, t *ticket, bounded bool) error {
 	if len(*queue) == 0 && (t.bg && len(a.fg) == 0 || !t.bg) && a.free(t.bg) {
 		a.take(t.bg)
 		a.mu.Unlock()
-		t.held = true
-		t.noteHeld()
+		t.hold()
 		return nil
 	}
 	if bounded && a.queued[class(t.bg)] >= a.maxQueued {
@@ -217,8 +222,7 @@ func (a *admission) get(ctx context.Context, t *ticket, bounded bool) error {
 	var why error
 	select {
 	case <-w.ready:
-		t.held = true
-		t.noteHeld()
+		t.hold()
 		return nil
 	case <-ctx.Done():
 		why = ctx.Err()
@@ -228,8 +232,7 @@ func (a *admission) get(ctx context.Context, t *ticket, bounded bool) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if w.granted { // granted meanwhile: keep it
-		t.held = true
-		t.noteHeld()
+		t.hold()
 		return nil
 	}
 	for i, o := range *queue {

@@ -171,39 +171,26 @@ func (d *workDir) ReadDir(n int) ([]fs.DirEntry, error) {
 	}
 }
 
-// aliasCache remembers the aliases of each hidden directory (and each cwd's resolved path) until the mount table changes
-// (/proc/self/mountinfo reports that to poll) or a second has passed (the directory itself
-// could have moved).
+// aliasCache remembers the aliases of each hidden directory, and the resolved path of each
+// cwd, until the mount table changes (/proc/self/mountinfo reports that to poll) or a second
+// has passed (a directory itself could have moved).
 type aliasCache struct {
 	mu      sync.Mutex
 	watch   bool
 	watchFD int  // /proc/self/mountinfo
 	armed   bool // the file was read since the last change it reported
 	at      time.Time
-	known   map[string][]string
-	roots   map[string]string // resolve's answers
+	known   map[string][]string // get's answers
+	roots   map[string]string   // resolve's answers
 }
 
 var homeAliases aliasCache
 
 const aliasTTL = time.Second
 
+// get is confine.Aliases(dir), remembered.
 func (c *aliasCache) get(dir string) ([]string, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.freshLocked()
-	if al, ok := c.known[dir]; ok {
-		return al, nil
-	}
-	al, err := confine.Aliases(dir)
-	if err != nil {
-		return nil, err
-	}
-	if c.known == nil {
-		c.known = map[string][]string{}
-	}
-	c.known[dir] = al
-	return al, nil
+	return remembered(c, &c.known, dir, confine.Aliases)
 }
 
 // resolve is confine.Resolve(dir), remembered like the aliases: a session's cwd is resolved
@@ -212,21 +199,27 @@ func (c *aliasCache) get(dir string) ([]string, error) {
 // link allowed (confine.OpenNoSymlinks), so a component replaced by a link since is refused,
 // and the hidden directories are checked against the root at every bind.
 func (c *aliasCache) resolve(dir string) (string, error) {
+	return remembered(c, &c.roots, dir, confine.Resolve)
+}
+
+// remembered answers f(dir) from the map *known of c, asking f when the answer is not there
+// (or was forgotten: freshLocked); errors are not remembered.
+func remembered[V any](c *aliasCache, known *map[string]V, dir string, f func(string) (V, error)) (V, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.freshLocked()
-	if r, ok := c.roots[dir]; ok {
-		return r, nil
+	if v, ok := (*known)[dir]; ok {
+		return v, nil
 	}
-	r, err := confine.Resolve(dir)
+	v, err := f(dir)
 	if err != nil {
-		return "", err
+		return v, err
 	}
-	if c.roots == nil {
-		c.roots = map[string]string{}
+	if *known == nil {
+		*known = map[string]V{}
 	}
-	c.roots[dir] = r
-	return r, nil
+	(*known)[dir] = v
+	return v, nil
 }
 
 // freshLocked forgets everything once the mount table changed or aliasTTL passed.
