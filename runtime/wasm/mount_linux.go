@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -20,57 +21,34 @@ import (
 	"github.com/pixie-dev/pixie/runtime"
 )
 
-// workFS is the bound /work mount: an fs.FS over a descriptor of the session's cwd, opened once
-// at bind, whose every open is resolved beneath it by the kernel (confine.OpenBeneath). hidden
-// are the aliases of the hidden directories that lie inside the cwd: nothing in them opens,
-// and they are left out of the listings of their parents.
+// workFS is the bound /work mount: an fs.FS over a descriptor of the session's cwd (shared,
+// see aliasCache.bind), whose every open is resolved beneath it by the kernel
+// (confine.OpenBeneath). hidden are the aliases of the hidden directories that lie inside the
+// cwd: nothing in them opens, and they are left out of the listings of their parents.
 type workFS struct {
 	root   string // the cwd, resolved
 	mu     sync.Mutex
-	dirfd  int // -1 once closed
+	dir    *rootDir // nil once closed
+	dirfd  int      // dir's descriptor; -1 once closed
 	hidden []string
 }
 
 var _ fs.FS = (*workFS)(nil)
 
 func newWorkFS(dir string, hidden []string) (*workFS, error) {
-	root, err := homeAliases.resolve(dir)
+	b, err := homeAliases.bind(dir, hidden)
 	if err != nil {
-		return nil, errs.New(errs.Invalid, "the session cwd %s cannot be mounted: %v", dir, err)
+		return nil, err
 	}
-	w := &workFS{root: root, dirfd: -1}
-	for _, h := range hidden {
-		al, err := homeAliases.get(h)
-		if err != nil {
-			return nil, fmt.Errorf("%w: the cwd mount cannot hide %s: %v", runtime.ErrUnsupported, h, err)
-		}
-		for _, a := range al {
-			if confine.Within(root, a) {
-				return nil, errs.Wrap(errs.Forbidden, runtime.ErrUnsupported, "%s: the session cwd %s lies inside the Pixie home (%s); it is never mounted", runtime.ErrUnsupported, dir, a)
-			}
-			if confine.Within(a, root) {
-				w.hidden = append(w.hidden, a)
-			}
-		}
-	}
-	// No symbolic link may have replaced a component since it was resolved.
-	fd, err := confine.OpenNoSymlinks(root, unix.O_PATH|unix.O_DIRECTORY, false)
-	if err != nil {
-		if errors.Is(err, confine.ErrNoOpenat2) {
-			return nil, fmt.Errorf("%w: the cwd mount needs openat2: %v", runtime.ErrUnsupported, err)
-		}
-		return nil, errs.New(errs.Invalid, "the session cwd %s cannot be mounted: %v", dir, err)
-	}
-	w.dirfd = fd
-	return w, nil
+	return &workFS{root: b.root, dir: b.dir, dirfd: b.dir.fd, hidden: b.hidden}, nil
 }
 
 func (w *workFS) close() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.dirfd >= 0 {
-		_ = unix.Close(w.dirfd)
-		w.dirfd = -1
+	if w.dir != nil {
+		w.dir.drop()
+		w.dir, w.dirfd = nil, -1
 	}
 }
 
@@ -171,58 +149,132 @@ func (d *workDir) ReadDir(n int) ([]fs.DirEntry, error) {
 	}
 }
 
-// aliasCache remembers the aliases of each hidden directory, and the resolved path of each
-// cwd, until the mount table changes (/proc/self/mountinfo reports that to poll) or a second
-// has passed (a directory itself could have moved).
+// aliasCache remembers the aliases of each hidden directory, and the resolved path and an
+// O_PATH descriptor of each cwd, until the mount table changes (/proc/self/mountinfo reports
+// that to poll) or a second has passed (a directory itself could have moved).
 type aliasCache struct {
 	mu      sync.Mutex
 	watch   bool
 	watchFD int  // /proc/self/mountinfo
 	armed   bool // the file was read since the last change it reported
 	at      time.Time
-	known   map[string][]string // get's answers
-	roots   map[string]string   // resolve's answers
+	known   map[string][]string // confine.Aliases's answers
+	roots   map[string]string   // confine.Resolve's answers
+	dirs    map[string]*rootDir // a descriptor of each resolved root
 }
 
 var homeAliases aliasCache
 
 const aliasTTL = time.Second
 
-// get is confine.Aliases(dir), remembered.
-func (c *aliasCache) get(dir string) ([]string, error) {
-	return remembered(c, &c.known, dir, confine.Aliases)
+// maxRememberedDirs bounds the descriptors the cache keeps open: past it, a new cwd's
+// descriptor is the mount's alone.
+const maxRememberedDirs = 256
+
+// rootDir is an O_PATH descriptor of a cwd, opened with no symbolic link allowed
+// (confine.OpenNoSymlinks), shared by the cache and every bound mount of that cwd: the last
+// of them to let go closes it.
+type rootDir struct {
+	fd   int
+	refs atomic.Int32
 }
 
-// resolve is confine.Resolve(dir), remembered like the aliases: a session's cwd is resolved
-// once a second, not at every run (its symbolic links were a tenth of a warm decision's time
-// in the gate). What a remembered root can miss is safe: the mount opens it with no symbolic
-// link allowed (confine.OpenNoSymlinks), so a component replaced by a link since is refused,
-// and the hidden directories are checked against the root at every bind.
-func (c *aliasCache) resolve(dir string) (string, error) {
-	return remembered(c, &c.roots, dir, confine.Resolve)
+func openRootDir(root string) (*rootDir, error) {
+	fd, err := confine.OpenNoSymlinks(root, unix.O_PATH|unix.O_DIRECTORY, false)
+	if err != nil {
+		return nil, err
+	}
+	d := &rootDir{fd: fd}
+	d.refs.Store(1) // the cache's
+	return d, nil
 }
 
-// remembered answers f(dir) from the map *known of c, asking f when the answer is not there
-// (or was forgotten: freshLocked); errors are not remembered.
-func remembered[V any](c *aliasCache, known *map[string]V, dir string, f func(string) (V, error)) (V, error) {
+func (d *rootDir) drop() {
+	if d.refs.Add(-1) == 0 {
+		_ = unix.Close(d.fd)
+	}
+}
+
+// bound is what aliasCache.bind answers: the cwd resolved, a reference to its descriptor, and
+// the aliases of the hidden directories inside it.
+type bound struct {
+	root   string
+	dir    *rootDir
+	hidden []string
+}
+
+// bind finds what mounting dir needs, with one look at the mount table: the cwd's resolved
+// path (a session's cwd is resolved once a second, not at every run: its symbolic links were a
+// tenth of a warm decision's time in the gate), the aliases of the hidden directories (a cwd
+// inside one is refused, one inside the cwd is hidden), and a descriptor of the cwd, opened
+// once a second too (the open, walking the path with openat2, was a twentieth of an idle
+// decision's time). The caller drops the descriptor's reference when its mount goes.
+//
+// What a remembered root or descriptor can miss is safe. The descriptor is the directory the
+// path named when it was opened, with no symbolic link on the way, and stays that directory:
+// a link or another directory put in the path since is not followed, and a directory moved
+// away is still the one mounted (its own contents, nothing around it: every open is beneath
+// it), for the rest of the second. The hidden directories are checked against the root at
+// every bind.
+func (c *aliasCache) bind(dir string, hidden []string) (bound, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.freshLocked()
-	if v, ok := (*known)[dir]; ok {
+	root, err := rememberLocked(&c.roots, dir, confine.Resolve)
+	if err != nil {
+		return bound{}, errs.New(errs.Invalid, "the session cwd %s cannot be mounted: %v", dir, err)
+	}
+	b := bound{root: root}
+	for _, h := range hidden {
+		al, err := rememberLocked(&c.known, h, confine.Aliases)
+		if err != nil {
+			return bound{}, fmt.Errorf("%w: the cwd mount cannot hide %s: %v", runtime.ErrUnsupported, h, err)
+		}
+		for _, a := range al {
+			if confine.Within(root, a) {
+				return bound{}, errs.Wrap(errs.Forbidden, runtime.ErrUnsupported, "%s: the session cwd %s lies inside the Pixie home (%s); it is never mounted", runtime.ErrUnsupported, dir, a)
+			}
+			if confine.Within(a, root) {
+				b.hidden = append(b.hidden, a)
+			}
+		}
+	}
+	var d *rootDir
+	if _, ok := c.dirs[root]; ok || len(c.dirs) < maxRememberedDirs {
+		d, err = rememberLocked(&c.dirs, root, openRootDir)
+	} else if d, err = openRootDir(root); err == nil { // not remembered: the reference is the caller's alone
+		d.refs.Store(0)
+	}
+	if err != nil {
+		if errors.Is(err, confine.ErrNoOpenat2) {
+			return bound{}, fmt.Errorf("%w: the cwd mount needs openat2: %v", runtime.ErrUnsupported, err)
+		}
+		return bound{}, errs.New(errs.Invalid, "the session cwd %s cannot be mounted: %v", dir, err)
+	}
+	d.refs.Add(1) // the cache holds one, so the count is at least 1 here
+	b.dir = d
+	return b, nil
+}
+
+// rememberLocked answers f(key) from the map *known, asking f when the answer is not there;
+// errors are not remembered. c.mu is held, and c.freshLocked was called.
+func rememberLocked[V any](known *map[string]V, key string, f func(string) (V, error)) (V, error) {
+	if v, ok := (*known)[key]; ok {
 		return v, nil
 	}
-	v, err := f(dir)
+	v, err := f(key)
 	if err != nil {
 		return v, err
 	}
 	if *known == nil {
 		*known = map[string]V{}
 	}
-	(*known)[dir] = v
+	(*known)[key] = v
 	return v, nil
 }
 
-// freshLocked forgets everything once the mount table changed or aliasTTL passed.
+// freshLocked forgets everything once the mount table changed or aliasTTL passed. A forgotten
+// descriptor stays open while a mount uses it.
 func (c *aliasCache) freshLocked() {
 	if !c.watch {
 		// A raw descriptor: the runtime's network poller would take the change events (each
@@ -232,7 +284,10 @@ func (c *aliasCache) freshLocked() {
 		}
 	}
 	if !c.watch || c.mountsChanged() || time.Since(c.at) > aliasTTL {
-		c.known, c.roots, c.at = nil, nil, time.Now()
+		for _, d := range c.dirs {
+			d.drop()
+		}
+		c.known, c.roots, c.dirs, c.at = nil, nil, nil, time.Now()
 	}
 }
 

@@ -246,6 +246,9 @@ func TestMountRemembersTheCwd(t *testing.T) {
 		}
 	})
 
+	// The remembered descriptor is the project directory itself: moved away and replaced by a
+	// link to the home, it is still what is mounted (wherever it is now) for the rest of the
+	// second, never the link's target.
 	t.Run("a component replaced by a link to the home", func(t *testing.T) {
 		if err := os.Rename(project, project+".moved"); err != nil {
 			t.Fatal(err)
@@ -253,10 +256,16 @@ func TestMountRemembersTheCwd(t *testing.T) {
 		if err := os.Symlink(home, project); err != nil {
 			t.Fatal(err)
 		}
-		out, err := readAll(t, e, project, "/work/token")
-		if err == nil {
-			requireNoSecret(t, out)
-			t.Fatalf("mounted %v, want the cwd refused (it is a symbolic link now)", out)
+		out, err := readAll(t, e, project, "/work/token", "/work/main.go")
+		if time.Since(resolvedAt) >= aliasTTL {
+			t.Skip("the machine took longer than aliasTTL: the cwd was opened again")
+		}
+		if err != nil {
+			t.Fatalf("within the second: %v, want the remembered project mounted", err)
+		}
+		requireNoSecret(t, out)
+		if out["/work/main.go"] != "file:package main" {
+			t.Fatalf("/work/main.go = %q, want the moved project's", out["/work/main.go"])
 		}
 	})
 
@@ -269,4 +278,70 @@ func TestMountRemembersTheCwd(t *testing.T) {
 			}
 		}
 	})
+}
+
+// The cwd's descriptor is shared by the cache and the mounts bound to it: a mount holds it
+// open after the cache forgets it, and the last one to let go closes it. Past
+// maxRememberedDirs a cwd's descriptor is its mount's alone.
+func TestMountSharesTheCwdDescriptor(t *testing.T) {
+	c := &aliasCache{}
+	dir := t.TempDir()
+	b1, err := c.bind(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2, err := c.bind(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b1.dir != b2.dir || b1.dir.refs.Load() != 3 {
+		t.Fatalf("two binds: descriptors %p %p, %d references; want one shared, 3 (the cache's and two)", b1.dir, b2.dir, b1.dir.refs.Load())
+	}
+	forget := func() {
+		c.mu.Lock()
+		c.at = time.Now().Add(-2 * aliasTTL)
+		c.freshLocked()
+		c.mu.Unlock()
+	}
+	b1.dir.drop()
+	forget()
+	d := b2.dir
+	if n := d.refs.Load(); n != 1 {
+		t.Fatalf("forgotten with one mount left: %d references, want 1", n)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(d.fd, &st); err != nil {
+		t.Fatalf("the mount's descriptor after the cache forgot it: %v", err)
+	}
+	d.drop()
+	if n := d.refs.Load(); n != 0 {
+		t.Fatalf("after the last mount: %d references, want 0 (closed)", n)
+	}
+	b3, err := c.bind(dir, nil)
+	if err != nil || b3.dir == d {
+		t.Fatalf("a bind after forgetting: %v, same descriptor %v; want a new one", err, b3.dir == d)
+	}
+	b3.dir.drop()
+
+	for i := len(c.dirs); i < maxRememberedDirs; i++ {
+		sub := filepath.Join(t.TempDir(), "d")
+		if err := os.Mkdir(sub, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		b, err := c.bind(sub, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.dir.drop()
+	}
+	extra := t.TempDir()
+	b, err := c.bind(extra, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := b.dir.refs.Load(); n != 1 || len(c.dirs) != maxRememberedDirs {
+		t.Fatalf("past the cap: %d references, %d remembered; want 1 (the mount's alone), %d", n, len(c.dirs), maxRememberedDirs)
+	}
+	b.dir.drop()
+	forget()
 }
