@@ -254,9 +254,16 @@ func (s *Server) gateEvaluate(c echo.Context) error {
 	if err := capBody(c, maxEvalBody); err != nil {
 		return err
 	}
-	var req gate.EvalRequest
-	if err := bind(c, &req); err != nil {
+	body, err := readObject(c)
+	if err != nil {
 		return err
+	}
+	var req gate.EvalRequest
+	if !gate.DecodeEvalFast(body, &req) { // the usual request without reflection; the rest strictly
+		req = gate.EvalRequest{}
+		if err := decodeBody(body, &req); err != nil {
+			return err
+		}
 	}
 	// Work the evaluation sets off starts after the answer (sendJSON sends it): the record
 	// writer, and a WASM instance's return to its pool (gate.EvalRequest.After).
