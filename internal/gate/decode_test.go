@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"encoding/json"
 	"reflect"
 	"testing"
 
@@ -109,5 +110,46 @@ func FuzzDecodeEvalFast(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		sameAsStrict(t, body)
+	})
+}
+
+func resultJSONMatches(t *testing.T, r Result) {
+	t.Helper()
+	want, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.AppendJSON(nil); string(got) != string(want) {
+		t.Fatalf("AppendJSON\n%s\nencoding/json\n%s", got, want)
+	}
+}
+
+func TestResultAppendJSON(t *testing.T) {
+	tests := []struct {
+		name string
+		r    Result
+	}{
+		{"nothing ran", Result{Action: ActionNone, Text: "t", Notes: []string{}, Skipped: SkipNoGate}},
+		{"nil notes", Result{}},
+		{"blocked", Result{Action: ActionBlocked, Text: `{"command":"rm -rf /"}`, Reason: "Blocked: <rm> & co", Notes: []string{"a", "b\n"},
+			ConcludedBy: ByHookScript, RunID: "r-1", Gate: "risky", Usage: abi.Usage{InputTokens: 12, OutputTokens: -3}}},
+		{"every field", Result{Action: "appended", Text: "x", Addition: "add", Reason: "why", Suggestion: "s", Notes: []string{""},
+			ConcludedBy: "pixie", RunID: "r", Gate: "g", Skipped: "k", Error: "e\u2028\xff\x01\t"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { resultJSONMatches(t, tc.r) })
+	}
+}
+
+func FuzzResultAppendJSON(f *testing.F) {
+	f.Add("blocked", "text <&>", "", "reason\n", []byte("note"), 3, 4)
+	f.Add("", "\xff\u2028", "e", "", []byte(nil), 0, -1)
+	f.Fuzz(func(t *testing.T, action, text, errText, reason string, notes []byte, in, out int) {
+		r := Result{Action: action, Text: text, Error: errText, Reason: reason, Addition: reason, Suggestion: text, Gate: action,
+			RunID: errText, ConcludedBy: text, Skipped: reason, Usage: abi.Usage{InputTokens: in, OutputTokens: out}}
+		if notes != nil {
+			r.Notes = []string{string(notes), text}
+		}
+		resultJSONMatches(t, r)
 	})
 }

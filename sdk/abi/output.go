@@ -20,17 +20,18 @@ func (o GateOutput) AppendJSON(dst []byte) []byte {
 		}
 		first = false
 		dst = append(dst, f.name...)
-		dst = appendJSONString(dst, f.value)
+		dst = AppendJSONString(dst, f.value)
 	}
 	return append(dst, '}')
 }
 
 const hexDigits = "0123456789abcdef"
 
-// appendJSONString quotes s as encoding/json does with HTML escaping: <, > and & as \u00XX,
-// control characters as short escapes where JSON has them, invalid UTF-8 as \ufffd, and
-// U+2028 and U+2029 escaped.
-func appendJSONString(dst []byte, s string) []byte {
+// AppendJSONString appends s quoted as encoding/json's Marshal quotes it, with HTML escaping:
+// <, > and & as \u00XX, control characters as short escapes where JSON has them, invalid
+// UTF-8 as \ufffd, and U+2028 and U+2029 escaped. The host encodes its own hot answers with
+// it (internal/gate's Result.AppendJSON).
+func AppendJSONString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
