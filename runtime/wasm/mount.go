@@ -18,8 +18,8 @@ import (
 // file. An instance serves one run, so a mount is bound at most once and never outlives its run.
 //
 // Bound, every path is resolved beneath the cwd by the kernel (workFS: openat2 with
-// RESOLVE_BENEATH from a descriptor of the cwd opened once, for every open, stat and directory
-// listing): no symbolic link and no ".." leads out of it, and a link that would is refused
+// RESOLVE_BENEATH from a descriptor of the cwd, shared by the runs of the same second
+// (aliasCache.bind), for every open, stat and directory listing): no symbolic link and no ".." leads out of it, and a link that would is refused
 // (EPERM). The hidden directories (Config.Hidden, the Pixie home) are never shown, through any
 // of their aliases (internal/confine): a cwd inside one is refused at bind, and one inside the
 // cwd is left out of listings and answers ENOENT.
