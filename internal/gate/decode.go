@@ -464,3 +464,35 @@ func appendOptional(dst []byte, name, value string) []byte {
 	}
 	return abi.AppendJSONString(append(dst, name...), value)
 }
+
+// decodeOutputFast is DecodeEvalFast for a rule's gate output: the five string fields, each at
+// most once. A null, another field or anything else answers false, for abi.DecodeStrict.
+func decodeOutputFast(b []byte, r *rawOutput) bool {
+	d := fastDecoder{b: b}
+	var s seen
+	field := func(bit uint, p **string) bool {
+		var v string
+		if !s.first(bit) || !d.str(&v) {
+			return false
+		}
+		*p = &v
+		return true
+	}
+	ok := d.object(func(name string) bool {
+		switch name {
+		case "verdict":
+			return field(0, &r.Verdict)
+		case "reason":
+			return field(1, &r.Reason)
+		case "replace":
+			return field(2, &r.Replace)
+		case "append":
+			return field(3, &r.Append)
+		case "note":
+			return field(4, &r.Note)
+		}
+		return false
+	})
+	d.space()
+	return ok && d.i == len(d.b)
+}

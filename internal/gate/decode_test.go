@@ -153,3 +153,53 @@ func FuzzResultAppendJSON(f *testing.F) {
 		resultJSONMatches(t, r)
 	})
 }
+
+// sameOutputAsStrict is sameAsStrict for a rule's gate output.
+func sameOutputAsStrict(t *testing.T, body []byte) bool {
+	t.Helper()
+	var fast rawOutput
+	if !decodeOutputFast(body, &fast) {
+		return false
+	}
+	var strict rawOutput
+	if err := abi.DecodeStrict(body, &strict); err != nil {
+		t.Fatalf("fast decoded %q, which abi.DecodeStrict refuses: %v", body, err)
+	}
+	if !reflect.DeepEqual(fast, strict) {
+		t.Fatalf("%q:\nfast   %#v\nstrict %#v", body, fast, strict)
+	}
+	return true
+}
+
+func TestDecodeOutputFast(t *testing.T) {
+	tests := []struct {
+		name string
+		body string
+		fast bool
+	}{
+		{"a stop", `{"verdict":"stop","reason":"Blocked: recursive forced rm of / or the home directory."}`, true},
+		{"every field", ` {"verdict":"pass","reason":"r","replace":"x\ny","append":"\u00e9","note":"n"} `, true},
+		{"empty", `{}`, true},
+		{"a null", `{"verdict":null}`, false},
+		{"a number", `{"reason":1}`, false},
+		{"another field", `{"verdict":"stop","why":"x"}`, false},
+		{"repeated", `{"note":"a","note":"b"}`, false},
+		{"trailing text", `{"verdict":"stop"} and more`, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := sameOutputAsStrict(t, []byte(tc.body)); got != tc.fast {
+				t.Fatalf("fast path %v, want %v", got, tc.fast)
+			}
+		})
+	}
+}
+
+func FuzzDecodeOutputFast(f *testing.F) {
+	for _, s := range []string{`{"verdict":"stop","reason":"r"}`, `{}`, `{"note":"\u00e9\n","append":""}`, `{"verdict":null}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		sameOutputAsStrict(t, body)
+	})
+}

@@ -35,6 +35,10 @@ func decodeOutput(b []byte) (abi.GateOutput, error) {
 		return abi.GateOutput{}, errors.New("not a JSON object")
 	}
 	var r rawOutput
+	if decodeOutputFast(b, &r) { // a rule's usual output, without reflection
+		return checkOutput(r)
+	}
+	r = rawOutput{}
 	if err := abi.DecodeStrict(b, &r); errors.Is(err, abi.ErrTrailingData) {
 		return abi.GateOutput{}, errors.New("text after the JSON object")
 	} else if err != nil {
@@ -44,6 +48,11 @@ func decodeOutput(b []byte) (abi.GateOutput, error) {
 		}
 		return abi.GateOutput{}, err
 	}
+	return checkOutput(r)
+}
+
+// checkOutput is the gate output of the five fields decoded: the verdict normalised and checked.
+func checkOutput(r rawOutput) (abi.GateOutput, error) {
 	get := func(p *string) string {
 		if p == nil {
 			return ""
