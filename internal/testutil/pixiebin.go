@@ -120,12 +120,37 @@ func (l *lockedBuffer) String() string {
 // until /healthz answers. The process is killed at test end if still running.
 func StartServer(t testing.TB, home string, env []string, args ...string) *Proc {
 	t.Helper()
-	return StartServerAt(t, FreeAddr(t), home, env, args...)
+	for attempt := 1; ; attempt++ {
+		p, taken := startServer(t, FreeAddr(t), home, env, args...)
+		if p != nil {
+			return p
+		}
+		// Another process (a test package running beside this one) took the free port between
+		// FreeAddr and the server's listen: a new port.
+		if !taken || attempt == 3 {
+			t.Fatalf("server could not listen (attempt %d)", attempt)
+		}
+	}
 }
 
 // StartServerAt is StartServer on a given address (for servers that must know each other's
 // addresses before they start).
 func StartServerAt(t testing.TB, addr, home string, env []string, args ...string) *Proc {
+	t.Helper()
+	p, taken := startServer(t, addr, home, env, args...)
+	if p == nil {
+		t.Fatalf("server could not listen on %s: the port is taken (%v)", addr, taken)
+	}
+	return p
+}
+
+// listening is what `pixie serve` prints once it listens on addr.
+func listening(addr string) string { return "is listening on http://" + addr }
+
+// startServer starts the server and waits until /healthz answers and the server says it
+// listens on addr: a /healthz answer alone could be another process's on a port taken in the
+// meantime. It answers nil and true when the port was taken (the server has exited).
+func startServer(t testing.TB, addr, home string, env []string, args ...string) (*Proc, bool) {
 	t.Helper()
 	p := &Proc{Addr: addr, Home: home, URL: "http://" + addr, Stdout: &lockedBuffer{}, Stderr: &lockedBuffer{}}
 	p.Cmd = exec.Command(PixieBinary(t), append([]string{"serve", "--home", home, "--addr", addr}, args...)...)
@@ -143,20 +168,28 @@ func StartServerAt(t testing.TB, addr, home string, env []string, args ...string
 	})
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
+		if strings.Contains(p.Stderr.String(), "the port is already in use") {
+			// Let it exit (it holds the home's store until then) before another try.
+			done := make(chan struct{})
+			go func() { _ = p.Cmd.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("server on a taken port did not exit\nstderr:\n%s", p.Stderr)
+			}
+			return nil, true
+		}
 		resp, err := http.Get(p.URL + "/healthz")
 		if err == nil {
 			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return p
+			if resp.StatusCode == 200 && strings.Contains(p.Stdout.String(), listening(addr)) {
+				return p, false
 			}
-		}
-		if p.Cmd.ProcessState != nil {
-			break
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("server did not become healthy\nstdout:\n%s\nstderr:\n%s", p.Stdout, p.Stderr)
-	return nil
+	return nil, false
 }
 
 // Token reads the admin token from the home.
