@@ -105,11 +105,13 @@ func (x *Executor) Warm(ctx context.Context, ref string) error {
 		return err
 	}
 	defer m.release()
-	m.kick()
 	for {
 		if len(m.idle) >= min(x.e.cfg.PoolSize, cap(m.idle)) {
 			return nil
 		}
+		// Only a pool short of instances wakes the worker: a wake left pending on a full pool
+		// would top it up after the next run takes one, racing that run's own instance back.
+		m.kick()
 		if err := m.lastInitErr(); err != nil {
 			return err
 		}
