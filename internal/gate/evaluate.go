@@ -288,17 +288,25 @@ func (s *Service) execute(parent context.Context, g Gate, req EvalRequest, trial
 	ctx, cancel := context.WithTimeout(parent, st.timeout)
 	defer cancel()
 
-	vars := map[string]string{
-		"target":     req.Target,
-		"point":      req.Point,
-		"agent":      req.Agent,
-		"turn":       strconv.Itoa(req.Turn),
-		"session.id": req.Session.ID,
-		"gate.name":  g.Name,
-	}
-	if req.Tool != nil {
-		vars["tool.name"] = req.Tool.Name
-		vars["tool.args"] = string(req.Tool.Args)
+	// The task's template variables, made only when a task is rendered (a rule that concludes
+	// needs none).
+	var vars map[string]string
+	taskVars := func() map[string]string {
+		if vars == nil {
+			vars = map[string]string{
+				"target":     req.Target,
+				"point":      req.Point,
+				"agent":      req.Agent,
+				"turn":       strconv.Itoa(req.Turn),
+				"session.id": req.Session.ID,
+				"gate.name":  g.Name,
+			}
+			if req.Tool != nil {
+				vars["tool.name"] = req.Tool.Name
+				vars["tool.args"] = string(req.Tool.Args)
+			}
+		}
+		return vars
 	}
 	// A trial runs a module rule (a WASM guest needs no session policy: it gets no mount, as the
 	// trial has no working directory) but not a script, which needs the session's sandbox policy.
@@ -315,9 +323,10 @@ func (s *Service) execute(parent context.Context, g Gate, req EvalRequest, trial
 		switch res.ExitCode {
 		case abi.ExitContinue:
 			h := "hooks." + g.Rule.HookName() + "."
-			vars[h+"text"] = res.Stdout
+			v := taskVars()
+			v[h+"text"] = res.Stdout
 			if t := strings.TrimSpace(res.Stdout); strings.HasPrefix(t, "{") && json.Valid([]byte(t)) {
-				vars[h+"data"] = t
+				v[h+"data"] = t
 			}
 		case abi.ExitSkip:
 			st.by = BySkippedByHook
@@ -348,7 +357,7 @@ func (s *Service) execute(parent context.Context, g Gate, req EvalRequest, trial
 		st.fail(ctx, parent, ByPixie, fmt.Errorf("%w", model.ErrNoModel))
 		return st
 	}
-	resp, err := s.model.Complete(ctx, gateModelRequest(g, req, render(g.Task, vars)))
+	resp, err := s.model.Complete(ctx, gateModelRequest(g, req, render(g.Task, taskVars())))
 	st.usage = addUsage(st.usage, resp.Usage)
 	if err != nil {
 		st.fail(ctx, parent, ByPixie, failf(err, "Pixie model error: %v", err))
@@ -411,7 +420,8 @@ func (s *Service) runRule(ctx context.Context, st *runState) (runtime.Result, er
 		rr.Ref = g.Rule.Name
 		rr.MountCwd = req.Session.Cwd != "" && req.Session.Policy.Valid()
 	}
-	h := s.helpers.Open(ctx, helper.Options{Name: g.Name, Target: req.Target})
+	// A module calls its helper in-process; only a script needs a token to call back with.
+	h := s.helpers.Open(ctx, helper.Options{Name: g.Name, Target: req.Target, InProcess: g.Rule.Kind != runtime.KindScript})
 	st.helper = h
 	defer h.Close()
 	rr.Helper = h

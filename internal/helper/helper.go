@@ -131,12 +131,21 @@ type Options struct {
 	// AskSystem replaces the system prompt of ask calls (which tells the model it serves a gate
 	// script); empty keeps the gate's.
 	AskSystem string
+	// InProcess opens a run only its caller reaches, through its methods (a WASM guest's host
+	// functions call them directly): no token is minted and no HTTP call can find the run. The
+	// token is for scripts, which call back over HTTP; not minting one keeps a module rule's
+	// run from paying for it (random bytes, a hash, a registration).
+	InProcess bool
 }
 
 // Open opens a run's helper and mints its token. ctx is the run's context: its deadline bounds
 // every call, and its end cancels calls in flight. The token is live until Close; the caller
 // must call Close when the run ends.
 func (s *Service) Open(ctx context.Context, opts Options) *Run {
+	if opts.InProcess {
+		return &Run{s: s, name: opts.Name, target: opts.Target, redact: opts.Redact, askSystem: opts.AskSystem,
+			url: s.URL(), ctx: ctx, calls: []Call{}}
+	}
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		panic(err) // crypto/rand never fails on supported platforms
@@ -168,6 +177,9 @@ func (s *Service) lookup(token string) *Run {
 }
 
 func (s *Service) revoke(r *Run) {
+	if r.token == "" { // an in-process run: never registered
+		return
+	}
 	s.mu.Lock()
 	if s.byHash[r.hash] == r {
 		delete(s.byHash, r.hash)

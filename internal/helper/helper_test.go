@@ -134,3 +134,25 @@ func TestHelperTokens(t *testing.T) {
 		t.Error("empty token")
 	}
 }
+
+// An in-process run (a WASM guest's) mints no token and registers nothing: no HTTP call can
+// reach it, and it still answers its own caller.
+func TestInProcessRun(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.llm.SetReply(answer("hello"))
+	before := len(e.svc.byHash)
+	r := e.svc.Open(context.Background(), Options{Name: "g", Target: "t", InProcess: true})
+	if r.Token() != "" || len(e.svc.byHash) != before {
+		t.Fatalf("token %q, %d registered runs (was %d); want none minted, none added", r.Token(), len(e.svc.byHash), before)
+	}
+	if resp, err := r.Ask(context.Background(), abi.AskRequest{Instruction: "hi", UseTarget: true}); err != nil || resp.Text != "hello" {
+		t.Fatalf("ask in process: %+v %v", resp, err)
+	}
+	if _, err := e.svc.Ask(context.Background(), "", []byte(`{"instruction":"hi"}`)); err == nil {
+		t.Fatal("an empty token reached a run")
+	}
+	r.Close()
+	if _, err := r.Ask(context.Background(), abi.AskRequest{Instruction: "hi"}); err == nil {
+		t.Fatal("a closed in-process run still answers")
+	}
+}
