@@ -142,19 +142,19 @@ type Options struct {
 // every call, and its end cancels calls in flight. The token is live until Close; the caller
 // must call Close when the run ends.
 func (s *Service) Open(ctx context.Context, opts Options) *Run {
+	r := &Run{s: s, name: opts.Name, target: opts.Target, redact: opts.Redact, askSystem: opts.AskSystem,
+		url: s.URL(), ctx: ctx, calls: []Call{}}
 	if opts.InProcess {
-		return &Run{s: s, name: opts.Name, target: opts.Target, redact: opts.Redact, askSystem: opts.AskSystem,
-			url: s.URL(), ctx: ctx, calls: []Call{}}
+		return r
 	}
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		panic(err) // crypto/rand never fails on supported platforms
 	}
-	tok := TokenPrefix + s.instance + "." + base64.RawURLEncoding.EncodeToString(b[:])
 	// Every field is set before the token is registered: no call can see the run before Open
 	// returns it.
-	r := &Run{s: s, name: opts.Name, target: opts.Target, redact: opts.Redact, askSystem: opts.AskSystem,
-		url: s.URL(), token: tok, hash: sha256.Sum256([]byte(tok)), ctx: ctx, calls: []Call{}}
+	r.token = TokenPrefix + s.instance + "." + base64.RawURLEncoding.EncodeToString(b[:])
+	r.hash = sha256.Sum256([]byte(r.token))
 	s.mu.Lock()
 	s.byHash[r.hash] = r
 	s.mu.Unlock()

@@ -1,3 +1,6 @@
+// Reflection-free JSON for the evaluate route's hot path: the request, a rule's gate output and the
+// answer, each exact or falling back to encoding/json (see DecodeEvalFast).
+
 package gate
 
 import (
