@@ -132,8 +132,8 @@ func (e *engine) compile(ctx context.Context, cache wazero.CompilationCache, p p
 	return cp, nil
 }
 
-// setup adds what instrumented code imports to cp's runtime and swaps in the instrumented
-// kernel (internal/extismx).
+// setup adds what instrumented code imports to cp's runtime, swaps in the instrumented kernel
+// and an env module whose kernel calls reuse each instance's functions (internal/extismx).
 func (e *engine) setup(ctx context.Context, cp *extism.CompiledPlugin) error {
 	rt, err := extismx.Runtime(cp)
 	if err != nil {
@@ -143,6 +143,9 @@ func (e *engine) setup(ctx context.Context, cp *extism.CompiledPlugin) error {
 		WithGoModuleFunction(api.GoModuleFunc(e.checks.fn), nil, []api.ValueType{api.ValueTypeI64}).
 		Export(instrument.CheckName).Instantiate(ctx); err != nil {
 		return fmt.Errorf("wasm: host module %s: %w", instrument.CheckModule, err)
+	}
+	if err := extismx.ReplaceEnv(ctx, rt, kernelFunc); err != nil {
+		return err
 	}
 	k, err := kernel()
 	if err != nil {

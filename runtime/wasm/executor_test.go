@@ -9,6 +9,7 @@ import (
 	"github.com/pixie-dev/pixie/internal/testutil"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/runtime"
+	"github.com/pixie-dev/pixie/runtime/wasm/internal/extismx"
 	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
@@ -439,5 +441,54 @@ func TestRecycleAfterTheAnswer(t *testing.T) {
 	held.Release()
 	if got := m.resets.Load(); got != resets+2 {
 		t.Fatalf("with After: resets %d → %d after the answer, want one more", resets+1, got)
+	}
+}
+
+// TestKernelCallsReuseFunctions checks that a guest's calls into the kernel through Extism's
+// env module (extismx.ReplaceEnv) reuse the instance's functions: the first run finds alloc
+// and output_set once, the next run on the reset instance calls the same ones, and outside a
+// call into an instance none is handed out.
+func TestKernelCallsReuseFunctions(t *testing.T) {
+	e := env(t)
+	e.push(t, "block-risky-commands", "block-risky-commands")
+	ctx := context.Background()
+	vars := map[string]string{abi.VarPoint: abi.PointToolBefore, abi.VarToolName: "Bash"}
+	if res, err := e.run(t, runtime.Request{Ref: "block-risky-commands", Target: riskyTarget, Vars: vars}); err != nil || res.ExitCode != abi.ExitConclude {
+		t.Fatalf("%+v %v", res, err)
+	}
+	m := e.module(t, "block-risky-commands")
+	inst, err := m.take(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inst.close()
+	call := func() {
+		t.Helper()
+		run := hostfuncs.NewRun(nil, nil, hostfuncs.Limits{})
+		run.SetContext(riskyTarget, vars)
+		inst.p.Config = vars
+		rc, out, err := inst.call(hostfuncs.WithRun(ctx, run), abi.EntryGate, []byte(riskyTarget))
+		if err != nil || rc != abi.ExitConclude || !strings.Contains(string(out), `"verdict":"stop"`) {
+			t.Fatalf("%d %q %v", rc, out, err)
+		}
+	}
+	index := func(name string) int { return slices.Index(extismx.Forwarded[:], name) }
+	call()
+	alloc, outputSet := inst.kfwd[index("alloc")], inst.kfwd[index("output_set")]
+	if alloc == nil || outputSet == nil {
+		t.Fatalf("the run did not keep the kernel's functions: alloc %v, output_set %v", alloc, outputSet)
+	}
+	if err := inst.reset(); err != nil {
+		t.Fatal(err)
+	}
+	call()
+	if inst.kfwd[index("alloc")] != alloc || inst.kfwd[index("output_set")] != outputSet {
+		t.Fatal("the second run looked the kernel's functions up again")
+	}
+	if f := kernelFunc(inst.callContext(ctx), index("alloc")); f != alloc {
+		t.Fatal("kernelFunc does not answer the instance's function")
+	}
+	if f := kernelFunc(ctx, index("alloc")); f != nil {
+		t.Fatal("kernelFunc answered outside a call into an instance")
 	}
 }

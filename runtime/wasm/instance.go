@@ -41,6 +41,9 @@ type instance struct {
 	kmem api.Memory
 	// k are the kernel's functions.
 	k struct{ reset, alloc, inputSet, errorGet, length, outputOffset, outputLength api.Function }
+	// kfwd are the kernel's functions the guest calls through Extism's env module
+	// (extismx.Forwarded), looked up at first use (kernelFunc).
+	kfwd [len(extismx.Forwarded)]api.Function
 	// entries are the guest's functions looked up so far.
 	entries map[string]api.Function
 	// stack is for calls Pixie makes around the guest's call; hstack for those host functions
@@ -361,6 +364,23 @@ func (c *callCtx) Value(key any) any {
 }
 
 func (i *instance) callContext(ctx context.Context) *callCtx { return &callCtx{Context: ctx, inst: i} }
+
+// kernelFunc serves the env module's forwards (extismx.ReplaceEnv): during a call Pixie makes
+// into an instance, the kernel's function Forwarded[k], found once per instance. Elsewhere (an
+// instance's start while it is made) it returns nil, and the forward looks the function up.
+func kernelFunc(ctx context.Context, k int) api.Function {
+	c, ok := ctx.(*callCtx)
+	if !ok {
+		return nil
+	}
+	i := c.inst
+	f := i.kfwd[k]
+	if f == nil {
+		f = i.kernel.ExportedFunction(extismx.Forwarded[k])
+		i.kfwd[k] = f
+	}
+	return f
+}
 
 // guestError is an error the guest reported itself (Extism's error_set, the SDK's Fail): a
 // result, not a fault.

@@ -15,6 +15,10 @@
 //     instrumented: Extism compiles its kernel as it is, and a guest that corrupts the kernel's
 //     block list would make it loop forever (shared/repro/wasm/gate_kernel.wat).
 //
+// And one replacement through wazero's public API (env.go): Extism's env module, whose kernel
+// forwards look the kernel's function up anew at every call, is swapped for one whose
+// forwards reuse each instance's functions. TestForwardedPinned pins which functions forward.
+//
 // Extism's public API was checked for each (go-sdk v1.7.1) and replaces none of them:
 // Plugin.Module() wraps the guest module with ExportedFunctions only (no globals, no calls);
 // the kernel module is reachable from host functions only, through CurrentPlugin, and only
