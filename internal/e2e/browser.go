@@ -53,6 +53,9 @@ func NewBrowser(t *testing.T, w, h int) *Browser {
 		chromedp.Flag("disable-sync", true),
 		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.UserDataDir(t.TempDir()),
+		// Chromium puts scratch folders (org.chromium.Chromium.*) in $TMPDIR and leaves some
+		// behind when it is stopped; in the test's own folder they go with the test.
+		chromedp.Env("TMPDIR=" + t.TempDir()),
 		chromedp.WindowSize(w, h),
 	}
 	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
