@@ -1,10 +1,13 @@
 package server
 
 import (
+	"context"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/gate"
@@ -421,4 +424,28 @@ func (s *Server) gateSetup(c echo.Context) error {
 		out.DefaultPreset, out.RefusedHookCalls = d, &r
 	}
 	return c.JSON(http.StatusOK, out)
+}
+
+// registerRecordMetrics exports the run records' size and bounds (internal/gate's retention):
+// pixie_gate_records_bytes and _records (as of the last sweep), _max_bytes and
+// _max_age_seconds (the bounds, 0 for none), and _swept_total (deleted by this process's sweeps).
+func (s *Server) registerRecordMetrics(reg *prometheus.Registry) {
+	usage := func() gate.RecordsUsage {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		u, _ := s.deps.Gates.RecordsUsage(ctx)
+		return u
+	}
+	gauge := func(name, help string, f func(gate.RecordsUsage) int64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return float64(f(usage())) })
+	}
+	reg.MustRegister(
+		gauge("pixie_gate_records_bytes", "Bytes the gate run records take (what records.maxBytes bounds), as of the last retention sweep.",
+			func(u gate.RecordsUsage) int64 { return u.Bytes }),
+		gauge("pixie_gate_records", "Gate run records kept, as of the last retention sweep.", func(u gate.RecordsUsage) int64 { return u.Records }),
+		gauge("pixie_gate_records_max_bytes", "records.maxBytes (0: no bound).", func(u gate.RecordsUsage) int64 { return u.MaxBytes }),
+		gauge("pixie_gate_records_max_age_seconds", "records.maxAge in seconds (0: no bound).", func(u gate.RecordsUsage) int64 { return u.MaxAgeSeconds }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "pixie_gate_records_swept_total", Help: "Gate run records deleted by this process's retention sweeps."},
+			func() float64 { return float64(usage().Swept) }),
+	)
 }

@@ -66,6 +66,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Registry receives Pixie's metrics; nil creates a private one.
 	Registry *prometheus.Registry
+	// Pprof mounts Go's profiles (net/http/pprof) at /debug/pprof/, for the admin token only
+	// (not a UI cookie). Off by default: a profile costs CPU while it is taken.
+	Pprof bool
 	// Deps are the domain services the routes serve.
 	Deps Deps
 }
@@ -189,6 +192,9 @@ func New(_ context.Context, cfg Config) (*Server, error) {
 	}
 	s.shutdownCtx, s.shutdownCancel = context.WithCancel(context.Background())
 	reg.MustRegister(s.reqs, s.latency)
+	if deps.Gates != nil {
+		s.registerRecordMetrics(reg)
+	}
 	s.e.HideBanner = true
 	s.e.HidePort = true
 	s.e.HTTPErrorHandler = s.handleError
@@ -275,6 +281,9 @@ func (s *Server) routes() {
 	s.open = s.e.Group("/v1")
 	authed := s.e.Group("", s.requireAuth)
 	authed.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})))
+	if s.cfg.Pprof {
+		s.mountPprof()
+	}
 	s.v1 = s.e.Group("/v1", s.requireAuth)
 	s.v1.GET("/info", s.info)
 	s.mountHints(s.v1)

@@ -107,7 +107,8 @@ func (a *App) wire(ctx context.Context, version string) error {
 	a.helpers = helpers
 	gates, err := gate.New(ctx, gate.Config{Store: st, Exec: rules, Model: pixieModel, Helpers: helpers,
 		Home: cfg.Home, ScriptDir: cfg.Gates.ScriptDir, DefaultTimeout: cfg.Gates.DefaultTimeout,
-		Logger: log, Modules: mods.checker(),
+		Records: gate.RecordRetention{MaxBytes: cfg.Records.MaxBytes, MaxAge: cfg.Records.MaxAge},
+		Logger:  log, Modules: mods.checker(),
 	})
 	if err != nil {
 		return fmt.Errorf("gates: %w", err)
@@ -167,6 +168,9 @@ func (a *App) wire(ctx context.Context, version string) error {
 		Info: func(ctx context.Context) map[string]any {
 			out := maps.Clone(info)
 			out["model"], out["judge"] = pixieModel.Info(), judgeSvc.Info()
+			if u, err := gates.RecordsUsage(ctx); err == nil {
+				out["records"] = u
+			}
 			if st.Shared() {
 				// The live replicas of the cluster (instance, URL, start, last heartbeat).
 				if ms, err := node.Members(ctx); err == nil {
@@ -213,6 +217,7 @@ func (a *App) wire(ctx context.Context, version string) error {
 		WriteTimeout: cfg.Server.WriteTimeout,
 		IdleTimeout:  cfg.Server.IdleTimeout,
 		CookieTTL:    cfg.Server.CookieTTL,
+		Pprof:        cfg.Server.Pprof,
 		Version:      version,
 		Logger:       log,
 		Deps:         deps,

@@ -53,12 +53,14 @@ type Config struct {
 	Model  ModelConfig  `yaml:"model"`
 	Judge  JudgeConfig  `yaml:"judge"`
 	Gates  GatesConfig  `yaml:"gates"`
-	WASM   WASMConfig   `yaml:"wasm"`
-	Hints  HintsConfig  `yaml:"hints"`
-	Hooks  HooksConfig  `yaml:"hooks"`
-	Proxy  ProxyConfig  `yaml:"proxy"`
-	Pet    PetConfig    `yaml:"pet"`
-	Lark   LarkConfig   `yaml:"lark"`
+	// Records is the retention of gate run records.
+	Records RecordsConfig `yaml:"records"`
+	WASM    WASMConfig    `yaml:"wasm"`
+	Hints   HintsConfig   `yaml:"hints"`
+	Hooks   HooksConfig   `yaml:"hooks"`
+	Proxy   ProxyConfig   `yaml:"proxy"`
+	Pet     PetConfig     `yaml:"pet"`
+	Lark    LarkConfig    `yaml:"lark"`
 }
 
 // ServerConfig is the HTTP server.
@@ -70,6 +72,7 @@ type ServerConfig struct {
 	ShutdownTimeout time.Duration `yaml:"shutdownTimeout" doc:"graceful shutdown budget"`
 	CookieTTL       time.Duration `yaml:"cookieTtl" doc:"web UI login lifetime"`
 	StoreGCInterval time.Duration `yaml:"storeGcInterval" doc:"Badger value-log GC interval"`
+	Pprof           bool          `yaml:"pprof" doc:"serve Go's profiles at /debug/pprof/ (admin token only; docs/bench.md)"`
 }
 
 // StoreConfig is where Pixie keeps its state.
@@ -111,6 +114,14 @@ type JudgeConfig struct {
 type GatesConfig struct {
 	ScriptDir      string        `yaml:"scriptDir" doc:"script folder (absolute or ~/…); empty = <home>/commands"`
 	DefaultTimeout time.Duration `yaml:"defaultTimeout" doc:"gate time limit when a gate sets none"`
+}
+
+// RecordsConfig is the retention of gate run records (docs/gates.md, "Run records"): a sweep
+// deletes the oldest records first, those older than MaxAge, then more until they take at most
+// MaxBytes.
+type RecordsConfig struct {
+	MaxBytes int64         `yaml:"maxBytes" doc:"most bytes the gate run records take (the oldest are deleted first); 0 = no bound"`
+	MaxAge   time.Duration `yaml:"maxAge" doc:"longest a gate run record is kept after its run (e.g. 168h); 0 = no bound"`
 }
 
 // WASMConfig is the WASM runtime.
@@ -188,6 +199,8 @@ func Defaults(home string) Config {
 		Model: ModelConfig{Timeout: 60 * time.Second},
 		Judge: JudgeConfig{Engine: "llm", JevModel: "jev-latest", JevTimeout: 30 * time.Second},
 		Gates: GatesConfig{DefaultTimeout: 60 * time.Second},
+		// 256 MiB is about 750,000 decisions of a WASM rule (about 350 bytes each).
+		Records: RecordsConfig{MaxBytes: 256 << 20, MaxAge: 7 * 24 * time.Hour},
 		WASM: WASMConfig{MaxModuleSize: 16 << 20, MemoryPages: 512, MaxInput: 1 << 20,
 			MaxOutput: 256 << 10, PoolSize: 2, MaxHostCalls: 200, MaxQueued: 64, QueueTimeout: time.Second, MemoryBudget: 1 << 30},
 		Hints: HintsConfig{MaxPerStep: 20, MaxContentChars: 2000, MaxPendingPerSession: 20,
@@ -596,6 +609,12 @@ func (c *Config) Validate() error {
 		if p.n <= 0 {
 			return bad(p.key, "must be positive")
 		}
+	}
+	if c.Records.MaxBytes < 0 {
+		return bad("records.maxBytes", "must not be negative (0 = no bound)")
+	}
+	if c.Records.MaxAge < 0 {
+		return bad("records.maxAge", "must not be negative (0 = no bound)")
 	}
 	if c.WASM.MaxConcurrent < 0 {
 		return bad("wasm.maxConcurrent", "must not be negative (0 = the number of CPUs)")

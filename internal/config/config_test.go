@@ -51,6 +51,8 @@ func TestPrecedence(t *testing.T) {
 		{"file duration", c.Model.Timeout, 5 * time.Second},
 		{"default kept", c.Hints.MaxPerStep, 20},
 		{"env list", strings.Join(c.AllowedHosts, "|"), "a.example|b.example"},
+		{"records bound by default", c.Records.MaxBytes, 256 << 20},
+		{"records age by default", c.Records.MaxAge, 7 * 24 * time.Hour},
 	}
 	for _, ch := range checks {
 		if fmt.Sprint(ch.got) != fmt.Sprint(ch.want) {
@@ -83,6 +85,9 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"zero run queue", "", []string{"PIXIE_WASM_MAX_QUEUED=0"}, nil, "wasm.maxQueued"},
 		{"zero queue timeout", "", nil, map[string]string{"wasm.queueTimeout": "0s"}, "wasm.queueTimeout"},
 		{"zero memory budget", "wasm:\n  memoryBudget: 0\n", nil, nil, "wasm.memoryBudget"},
+		{"negative records bound", "records:\n  maxBytes: -1\n", nil, nil, "records.maxBytes"},
+		{"negative records age", "", []string{"PIXIE_RECORDS_MAX_AGE=-1h"}, nil, "records.maxAge"},
+		{"records age in days", "", nil, map[string]string{"records.maxAge": "7d"}, "records.maxAge"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -58,6 +58,7 @@ type envOptions struct {
 	exec    runtime.Executor
 	noModel bool
 	modules ModuleChecker
+	records RecordRetention
 }
 
 func newEnv(t testing.TB, o envOptions) *testEnv {
@@ -81,7 +82,7 @@ func newEnv(t testing.TB, o envOptions) *testEnv {
 			t.Fatal(err)
 		}
 	}
-	svc, err := New(context.Background(), Config{Store: e.st, Exec: o.exec, Model: m, Home: e.home, Modules: o.modules})
+	svc, err := New(context.Background(), Config{Store: e.st, Exec: o.exec, Model: m, Home: e.home, Modules: o.modules, Records: o.records})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -284,7 +284,8 @@ func (st *runState) fail(ctx, parent context.Context, by string, err error) {
 
 // execute runs the rule and the task, up to the gate output.
 func (s *Service) execute(parent context.Context, g Gate, req EvalRequest, trial bool) *runState {
-	st := &runState{g: g, req: req, trial: trial, id: newRunID(), start: s.cfg.Now(), timeout: g.timeout(s.cfg.DefaultTimeout)}
+	start := s.cfg.Now()
+	st := &runState{g: g, req: req, trial: trial, id: newRunID(start), start: start, timeout: g.timeout(s.cfg.DefaultTimeout)}
 	ctx, cancel := context.WithTimeout(parent, st.timeout)
 	defer cancel()
 

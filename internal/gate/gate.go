@@ -62,9 +62,12 @@ type Config struct {
 	ScriptDir string
 	// DefaultTimeout is the time limit of a gate that sets none; zero means 60s.
 	DefaultTimeout time.Duration
-	// RecordTTL is how long run records, redo counters and per-session switches are kept;
-	// zero means 30 days.
+	// RecordTTL is how long redo counters and per-session switches are kept; zero means 30
+	// days. Run records are kept by Records.
 	RecordTTL time.Duration
+	// Records bounds the run records kept (records.maxBytes, records.maxAge); the zero value
+	// keeps every record.
+	Records RecordRetention
 	// Modules checks module rules at save time; nil means modules are not available.
 	Modules ModuleChecker
 	// Logger receives operational messages; nil discards them.
@@ -87,6 +90,7 @@ type Service struct {
 
 	helpers  *helper.Service // each rule run's helper (PIXIE_TOKEN): internal/helper
 	rec      *recorder       // writes run records in the background (recorder.go)
+	ret      *retention      // counts the run records and sweeps them (retention.go)
 	missing  *missingTracker // counts the presets asked for that do not exist (missing.go)
 	switches switchCache     // per-session switches read by Evaluate (switches.go)
 
@@ -98,7 +102,7 @@ type Service struct {
 
 // New returns a Service over cfg.Store. On a shared store it hears other replicas' changes
 // until Close.
-func New(_ context.Context, cfg Config) (*Service, error) {
+func New(ctx context.Context, cfg Config) (*Service, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("gate: Config.Store is required")
 	}
@@ -135,9 +139,14 @@ func New(_ context.Context, cfg Config) (*Service, error) {
 		cfg:     cfg,
 		log:     log,
 		helpers: h,
-		rec:     newRecorder(st, log),
 		missing: newMissingTracker(st, log, cfg.Now),
+		ret:     newRetention(st, cfg.Records, log, cfg.Now),
 	}
+	s.rec = newRecorder(st, log, s.writeRecords)
+	if err := s.ret.markFresh(ctx); err != nil {
+		return nil, fmt.Errorf("gate: %w", err)
+	}
+	s.ret.start()
 	if st.Shared() {
 		s.unlisten = st.Listen(topic, s.heard)
 	}

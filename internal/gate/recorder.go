@@ -36,28 +36,29 @@ const recordDelay = 2 * time.Millisecond
 // The worker runs only while records are queued; it starts recordDelay after the first, or
 // after the answer that queued it is sent (internal/later).
 type recorder struct {
-	st  *store.Store
-	log *slog.Logger
+	st    *store.Store
+	log   *slog.Logger
+	write func(tx *store.Tx, recs []Record) error // Service.writeRecords
 
 	mu      sync.Mutex
 	cond    *sync.Cond
-	queue   []func(tx *store.Tx) error
+	queue   []Record
 	queued  uint64 // records added so far
 	written uint64 // records written (or given up on) so far
 	running bool
 }
 
-func newRecorder(st *store.Store, log *slog.Logger) *recorder {
-	r := &recorder{st: st, log: log}
+func newRecorder(st *store.Store, log *slog.Logger, write func(tx *store.Tx, recs []Record) error) *recorder {
+	r := &recorder{st: st, log: log, write: write}
 	r.cond = sync.NewCond(&r.mu)
 	return r
 }
 
-// add queues one record's writes and starts the worker, after the answer when after holds
+// add queues one record and starts the worker, after the answer when after holds
 // (EvalRequest.After): starting it arms a timer, which can cost a system call.
-func (r *recorder) add(after *later.Queue, write func(tx *store.Tx) error) {
+func (r *recorder) add(after *later.Queue, rec Record) {
 	r.mu.Lock()
-	r.queue = append(r.queue, write)
+	r.queue = append(r.queue, rec)
 	r.queued++
 	r.mu.Unlock()
 	after.Do(r.start)
@@ -84,21 +85,18 @@ func (r *recorder) run() {
 		}
 		batch := r.queue[:n:n]
 		r.queue = r.queue[n:]
+		if len(r.queue) == 0 {
+			r.queue = nil // let the backing array go
+		}
 		r.mu.Unlock()
 
 		ctx := context.Background()
-		err := r.st.UpdateLazy(ctx, func(tx *store.Tx) error {
-			for _, w := range batch {
-				if err := w(tx); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+		err := r.st.UpdateLazy(ctx, func(tx *store.Tx) error { return r.write(tx, batch) })
 		if err != nil && len(batch) > 1 {
 			// One at a time, so that one bad record (too big for a batch) loses only itself.
-			for _, w := range batch {
-				if err := r.st.UpdateLazy(ctx, w); err != nil {
+			for i := range batch {
+				one := batch[i : i+1 : i+1]
+				if err := r.st.UpdateLazy(ctx, func(tx *store.Tx) error { return r.write(tx, one) }); err != nil {
 					r.log.Error("a gate run record could not be written", "err", err)
 				}
 			}
@@ -135,7 +133,8 @@ func (s *Service) Flush(context.Context) error {
 	return nil
 }
 
-// Close stops hearing other replicas' changes and writes what is still queued (Flush).
+// Close stops hearing other replicas' changes and the records' retention sweep, and writes what
+// is still queued (Flush).
 // Call it before closing the store. It may be called more than once.
 func (s *Service) Close(ctx context.Context) error {
 	s.mu.Lock()
@@ -145,5 +144,6 @@ func (s *Service) Close(ctx context.Context) error {
 	if unlisten != nil {
 		unlisten()
 	}
+	s.ret.close()
 	return s.Flush(ctx)
 }

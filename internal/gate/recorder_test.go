@@ -49,11 +49,7 @@ func TestRecordsWrittenInTheBackground(t *testing.T) {
 	for id := range ids {
 		n++
 		err := e.st.View(ctx, func(tx *store.Tx) error {
-			key, err := runIDCol.Get(tx, id)
-			if err != nil {
-				return err
-			}
-			_, err = runsCol.Get(tx, key)
+			_, err := lookupRun(tx, id)
 			return err
 		})
 		if err != nil {
@@ -89,7 +85,7 @@ func TestRecordsAfterTheAnswer(t *testing.T) {
 	e.saveGates(t, gateAt("g", "user-message", "Check the instruction."))
 	inStore := func(id string) bool {
 		err := e.st.View(ctx, func(tx *store.Tx) error {
-			_, err := runIDCol.Get(tx, id)
+			_, err := lookupRun(tx, id)
 			return err
 		})
 		return err == nil
@@ -212,7 +208,7 @@ func TestCloseTwice(t *testing.T) {
 		}
 	}
 	err = e.st.View(ctx, func(tx *store.Tx) error {
-		_, err := runIDCol.Get(tx, res.RunID)
+		_, err := lookupRun(tx, res.RunID)
 		return err
 	})
 	if err != nil {

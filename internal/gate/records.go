@@ -3,6 +3,7 @@ package gate
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -109,9 +110,12 @@ type RecordPage struct {
 	Next string `json:"next,omitempty"`
 }
 
-func newRunID() string {
+// newRunID is a run id: "run_", the run's start (Unix nanoseconds, 16 hex digits) and 8 random
+// hex digits, so that ids sort by start (recordcodec.go, the run id index).
+func newRunID(start time.Time) string {
 	var b [12]byte
-	if _, err := rand.Read(b[:]); err != nil {
+	binary.BigEndian.PutUint64(b[:8], uint64(max(start.UnixNano(), 0)))
+	if _, err := rand.Read(b[8:]); err != nil {
 		panic(err) // crypto/rand never fails on supported platforms
 	}
 	return "run_" + hex.EncodeToString(b[:])
@@ -155,7 +159,7 @@ func (s *Service) record(ctx context.Context, st *runState, d decision, out abi.
 		r := rec
 		r.Action, r.Final, r.Addition, r.Reason, r.Suggestion = d.Action, d.Text, d.Addition, d.Reason, d.Suggestion
 		r.Notes = append([]string{}, d.Notes...)
-		s.rec.add(req.After, func(tx *store.Tx) error { return writeRecord(tx, r, st.start, ttl) })
+		s.rec.add(req.After, r)
 		return r, d, nil
 	}
 	var final decision
@@ -177,7 +181,7 @@ func (s *Service) record(ctx context.Context, st *runState, d decision, out abi.
 		}
 		r := rec
 		r.Action, r.Final, r.Addition, r.Reason, r.Suggestion, r.Notes = dd.Action, dd.Text, dd.Addition, dd.Reason, dd.Suggestion, dd.Notes
-		if err := writeRecord(tx, r, st.start, ttl); err != nil {
+		if err := s.writeRecords(tx, []Record{r}); err != nil {
 			return err
 		}
 		rec, final = r, dd
@@ -189,28 +193,143 @@ func (s *Service) record(ctx context.Context, st *runState, d decision, out abi.
 	return rec, final, nil
 }
 
-// writeRecord writes a run record, its id index and the session's last preset.
-func writeRecord(tx *store.Tx, r Record, start time.Time, ttl time.Duration) error {
-	key := r.Session + "/" + store.ReverseSortableTime(start) + "/" + r.ID
-	if err := runsCol.PutTTL(tx, key, r, ttl); err != nil {
-		return err
+// writeRecords writes run records (each with its id index), the sessions' newest run and last
+// preset, and adds their size to this process's count (retention.go). Records carry no TTL:
+// the retention sweep deletes them (records.maxAge, records.maxBytes), and keeps the count
+// exact by doing so.
+func (s *Service) writeRecords(tx *store.Tx, recs []Record) error {
+	var bytes int64
+	// Per session: its newest record of the batch, and the preset of its last one (in the
+	// order the runs were recorded), written once for the batch.
+	type sess struct {
+		newestKey string
+		newestAt  time.Time
+		preset    string
 	}
-	if err := runIDCol.PutTTL(tx, r.ID, key, ttl); err != nil {
-		return err
+	var sessions map[string]*sess
+	var one sess // a batch of one record (the redo path, a quiet server) needs no map
+	for i := range recs {
+		r := &recs[i]
+		val, err := encodeRecord(r)
+		if err != nil {
+			return fmt.Errorf("encode the record of %s: %w", r.ID, err)
+		}
+		key := r.Session + "/" + store.ReverseSortableTime(r.StartedAt) + "/" + r.ID
+		rk, ik := runsCol.Key(key), runIDCol.Key(r.ID)
+		size := recordSize(len(rk), len(val), len(ik), len(r.Session))
+		if err := tx.SetRaw(rk, val, 0); err != nil {
+			return err
+		}
+		if err := tx.SetRaw(ik, encodeIndex(size, r.Session), 0); err != nil {
+			return err
+		}
+		bytes += size
+		var ss *sess
+		if len(recs) == 1 {
+			ss = &one
+		} else {
+			if sessions == nil {
+				sessions = map[string]*sess{}
+			}
+			if ss = sessions[r.Session]; ss == nil {
+				ss = &sess{}
+				sessions[r.Session] = ss
+			}
+		}
+		if ss.newestKey == "" || r.StartedAt.After(ss.newestAt) {
+			ss.newestKey, ss.newestAt = key, r.StartedAt
+		}
+		ss.preset = r.Preset
 	}
-	info, err := sessionCol.Get(tx, r.Session)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return err
+	sttl := s.sessionTTL()
+	note := func(session string, ss *sess) error {
+		info, err := sessionCol.Get(tx, session)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		newest, err := noteSessionRun(tx, &info, session, ss.newestKey, ss.newestAt, sttl)
+		if err != nil {
+			return err
+		}
+		if newest || info.Preset != ss.preset {
+			info.Preset = ss.preset
+			return sessionCol.PutTTL(tx, session, info, sttl)
+		}
+		return nil
 	}
-	newest, err := noteSessionRun(tx, &info, r.Session, key, start, ttl)
+	if len(recs) == 1 {
+		if err := note(recs[0].Session, &one); err != nil {
+			return err
+		}
+	}
+	for id, ss := range sessions {
+		if err := note(id, ss); err != nil {
+			return err
+		}
+	}
+	return s.ret.add(tx, bytes, int64(len(recs)))
+}
+
+// recordSize is what a record counts for against records.maxBytes: its key and value, and its
+// id index entry's key and value (a version byte, the size itself and the session).
+func recordSize(keyLen, valLen, idxKeyLen, sessionLen int) int64 {
+	base := int64(keyLen + valLen + idxKeyLen + 1 + sessionLen)
+	n := base + 1
+	for uvarintLen(uint64(n)) != int(n-base) {
+		n = base + int64(uvarintLen(uint64(n)))
+	}
+	return n
+}
+
+func uvarintLen(v uint64) int {
+	n := 1
+	for v >= 0x80 {
+		v >>= 7
+		n++
+	}
+	return n
+}
+
+// getRecord reads the record at key (within gate-run).
+func getRecord(tx *store.Tx, key string) (Record, error) {
+	raw, err := tx.GetRaw(runsCol.Key(key))
 	if err != nil {
-		return err
+		return Record{}, err
 	}
-	if newest || info.Preset != r.Preset {
-		info.Preset = r.Preset
-		return sessionCol.PutTTL(tx, r.Session, info, ttl)
+	return decodeRecord(runsCol.Key(key), raw)
+}
+
+// eachRecord calls fn for the records under idPrefix (within gate-run), in key order (a
+// session's newest first). opts.After is an id within gate-run; fn may return store.ErrStop.
+func eachRecord(tx *store.Tx, idPrefix string, opts store.ScanOptions, fn func(id string, r Record) error) error {
+	prefix := runsCol.Name() + "/"
+	if len(opts.After) > 0 {
+		opts.After = []byte(prefix + string(opts.After))
 	}
-	return nil
+	err := tx.ScanRaw(prefix+idPrefix, opts, func(k string, raw []byte) error {
+		r, err := decodeRecord(k, raw)
+		if err != nil {
+			return err
+		}
+		return fn(strings.TrimPrefix(k, prefix), r)
+	})
+	if errors.Is(err, store.ErrStop) {
+		return nil
+	}
+	return err
+}
+
+// lookupRun reads the record of run id.
+func lookupRun(tx *store.Tx, id string) (Record, error) {
+	raw, err := tx.GetRaw(runIDCol.Key(id))
+	if err != nil {
+		return Record{}, err
+	}
+	idx, err := decodeIndex(id, raw)
+	if err != nil {
+		return Record{}, err
+	}
+	return getRecord(tx, idx.Key)
 }
 
 func (r Record) summary() RecordSummary {
@@ -243,19 +362,16 @@ func (s *Service) Records(ctx context.Context, session, cursor string, limit int
 		if cursor != "" {
 			opts.After = []byte(session + "/" + cursor)
 		}
-		es, err := runsCol.List(tx, session+"/", opts)
-		if err != nil {
-			return err
-		}
-		for i, e := range es {
-			if i == limit {
-				prev := es[i-1].ID
+		var prev string
+		return eachRecord(tx, session+"/", opts, func(id string, r Record) error {
+			if len(page.Records) == limit {
 				page.Next = strings.TrimPrefix(prev, session+"/")
-				break
+				return store.ErrStop
 			}
-			page.Records = append(page.Records, e.Value.summary())
-		}
-		return nil
+			page.Records = append(page.Records, r.summary())
+			prev = id
+			return nil
+		})
 	})
 	if err != nil {
 		return RecordPage{}, errs.Wrap(errs.Internal, err, "cannot list the gate records")
@@ -268,11 +384,8 @@ func (s *Service) Record(ctx context.Context, id string) (Record, error) {
 	s.rec.flush()
 	var rec Record
 	err := s.store.View(ctx, func(tx *store.Tx) error {
-		key, err := runIDCol.Get(tx, id)
-		if err != nil {
-			return err
-		}
-		rec, err = runsCol.Get(tx, key)
+		var err error
+		rec, err = lookupRun(tx, id)
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
@@ -392,7 +505,7 @@ func (s *Service) ChatNotes(ctx context.Context, session string) ([]ChatNote, er
 	var notes []ChatNote
 	err := s.store.View(ctx, func(tx *store.Tx) error {
 		seen := map[string]bool{}
-		return runsCol.Each(tx, session+"/", store.ScanOptions{Limit: maxNoteScan}, func(_ string, r Record) error {
+		return eachRecord(tx, session+"/", store.ScanOptions{Limit: maxNoteScan}, func(_ string, r Record) error {
 			key := notePlace(r) + "|" + r.Point
 			if seen[key] {
 				return nil

@@ -11,7 +11,8 @@ import (
 )
 
 // The sessions that have records, newest first: gate-session-recent/<rev time of the last
-// run>/<session> → session, moved forward by each record (writeRecord), with the records' TTL.
+// run>/<session> → session, moved forward by each record (writeRecords), with the sessions' TTL
+// (Service.sessionTTL).
 
 var sessionRecentCol = store.NewCollection[string]("gate-session-recent")
 
@@ -92,7 +93,7 @@ func (s *Service) Sessions(ctx context.Context, cursor string, limit int) (Sessi
 				return err
 			}
 			sum := SessionSummary{Session: e.Value, Preset: info.Preset}
-			rec, err := runsCol.Get(tx, info.LastRun)
+			rec, err := getRecord(tx, info.LastRun)
 			switch {
 			case errors.Is(err, store.ErrNotFound):
 				continue // expired with its records

@@ -15,8 +15,10 @@
 //	meta/<name>                      store metadata (schema version)
 //	gate-def/<gate name>             saved gate definitions (internal/gate)
 //	gate-preset/<preset name>        presets and their attachments (internal/gate)
-//	gate-run/<session>/<rev time>/<run id>  run records, newest first per session (internal/gate)
-//	gate-run-id/<run id>             run id → record key (internal/gate)
+//	gate-run/<session>/<rev time>/<run id>  run records, newest first per session; no TTL, the retention sweep deletes them (internal/gate)
+//	gate-run-id/<run id>             run id → record size and session (run ids sort by start time); the record key before (internal/gate)
+//	gate-run-bytes/{base,i/<instance>}  what the run records take, counted as they are written and swept (internal/gate)
+//	gate-run-old/<time>/<run id>     records written before run ids sorted by time, oldest first, for the sweep (internal/gate)
 //	gate-switch/<session>/<gate>     per-session switches (internal/gate)
 //	gate-redo/<session>/<turn>/<gate> redo counters (internal/gate)
 //	gate-config/<key>                gate settings: script-dir, revision (internal/gate)
@@ -41,7 +43,8 @@
 //	settings/{model,judge}           run-time settings of the Pixie model and the decision engine over pixie.yaml (internal/settings); their API keys live in credentials.json
 //	cred/<name>                      on a shared store only: the credentials (else <home>/credentials.json) (internal/credentials)
 //
-// Values are JSON (module-body, lark-spool-body: raw bytes). Ordering is bytewise on keys, so
+// Values are JSON (module-body, lark-spool-body: raw bytes; gate-run and gate-run-id: internal/gate's
+// compact binary encoding, JSON before it). Ordering is bytewise on keys, so
 // ids that must sort by time use fixed-width, zero-padded time prefixes (see SortableTime).
 //
 // Several processes may share one store (shared.go): the PostgreSQL driver, N replicas.
