@@ -26,7 +26,7 @@ npm_ci = if [ ! -f $(1)/node_modules/.package-lock.json ] || [ $(1)/package-lock
 MODULES  := . sdk
 VET_WASI := (cd sdk && GOOS=wasip1 GOARCH=wasm $(GO) vet ./...) && GOOS=wasip1 GOARCH=wasm $(GO) vet ./guests/...
 
-.PHONY: build run install test bench check guests npm ui clean tools
+.PHONY: build run install test bench soak check guests npm ui clean tools
 
 build: ## build the pixie binary into bin/
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/pixie ./cmd/pixie
@@ -92,6 +92,12 @@ bench: build guests ## run the benchmarks and the sustained-load rows, and print
 	@url="$${PIXIE_TEST_POSTGRES_URL:-$$(.ci/postgres.sh 2>/dev/null || true)}"; \
 	 [ -n "$$url" ] || echo "bench: no PostgreSQL (set PIXIE_TEST_POSTGRES_URL): its rows are skipped"; \
 	 PIXIE_TEST_POSTGRES_URL="$$url" $(GO) run ./internal/tools/bench $(BENCH_FLAGS)
+
+# soak: 10 minutes at 8 connections on the WASM gate with ten modules warm, a line per minute
+# (req/s, p50, p99, RSS, Go heap, data dir) and a verdict against issue 32's targets
+# (docs/bench.md); SOAK_FLAGS passes flags, e.g. SOAK_FLAGS='-duration 2m -every 20s'. Not run by CI.
+soak: build guests ## run the soak (10 min, 8 connections, a line a minute) and print its verdict (docs/bench.md)
+	$(GO) run ./internal/tools/bench soak $(SOAK_FLAGS)
 
 check: ## formatters, go mod tidy, vet, linters, the import-rule test (in both modules), and tsc over Studio
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -39,6 +39,10 @@ type row struct {
 const rssTarget = 512
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "soak" {
+		soakMain(os.Args[2:])
+		return
+	}
 	run := flag.String("run", ".", "Go benchmark regexp (\"\" or -go=false: none)")
 	benchtime := flag.String("benchtime", "1s", "go test -benchtime")
 	pkgs := flag.String("pkgs", "./...", "packages")
