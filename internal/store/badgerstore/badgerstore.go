@@ -40,13 +40,29 @@ func Open(ctx context.Context, opts Options) (*store.Store, error) {
 		WithSyncWrites(false).
 		WithLogger(logAdapter{opts.Logger}).
 		WithNumVersionsToKeep(1).
-		// Small tables and memtables: Pixie's data is small, and 2-core machines with many
-		// tests opening stores in parallel should not pay Badger's 64 MiB defaults.
-		WithMemTableSize(8 << 20).
+		// Small memtables: Pixie's data is small, and 2-core machines with many tests opening
+		// stores in parallel should not pay Badger's 64 MiB defaults.
+		WithMemTableSize(memTableSize).
+		// A memtable takes a transaction of at most 15 % of its size, and a value above the
+		// threshold goes to the value log instead (a record with a target of hundreds of KB).
+		WithValueThreshold(256 << 10).
 		WithValueLogFileSize(64 << 20).
 		WithBlockCacheSize(16 << 20).
 		WithIndexCacheSize(8 << 20).
-		WithNumCompactors(2)
+		WithNumCompactors(2).
+		// Small tables, the same size at every level. Each table is built in an arena of its
+		// own (ristretto's z.Allocator) that starts at twice the table size and doubles as the
+		// table fills; the size counts compressed bytes, so a table holds about three times
+		// that raw, and the compressed copy of each block is allocated at its bound, raw size
+		// and more. Badger keeps up to eight arenas in a pool for the next tables and frees one
+		// only after two seconds without a build, which a steady stream of writes (a gate run
+		// record per decision) never leaves: the arenas are held for good, each grown to the
+		// largest table it ever built. With the defaults (2 MiB tables, doubling at each level,
+		// and 8 MiB memtables) they held 524 MB of the 621 MB of a server's heap after three
+		// minutes of make soak (issue 32); with 512 KiB tables at every level and 4 MiB
+		// memtables, 56 MB (docs/bench.md, "The soak").
+		WithBaseTableSize(512 << 10)
+	bo.TableSizeMultiplier = 1
 	db, err := badger.Open(bo)
 	if err != nil {
 		return nil, fmt.Errorf("badgerstore: open %s: %w", opts.Dir, store.DriverError(err))
@@ -62,6 +78,10 @@ func Open(ctx context.Context, opts Options) (*store.Store, error) {
 	}
 	return store.New(d, store.Options{}), nil
 }
+
+// memTableSize is Badger's memtable size: its writes' log and skiplist, and the size of a
+// table flushed to level 0.
+const memTableSize = 4 << 20
 
 type driver struct {
 	db       *badger.DB
