@@ -38,17 +38,17 @@ const recordDelay = 2 * time.Millisecond
 type recorder struct {
 	st    *store.Store
 	log   *slog.Logger
-	write func(tx *store.Tx, recs []Record) error // Service.writeRecords
+	write func(tx *store.Tx, recs []*Record) error // Service.writeRecords
 
 	mu      sync.Mutex
 	cond    *sync.Cond
-	queue   []Record
+	queue   []*Record
 	queued  uint64 // records added so far
 	written uint64 // records written (or given up on) so far
 	running bool
 }
 
-func newRecorder(st *store.Store, log *slog.Logger, write func(tx *store.Tx, recs []Record) error) *recorder {
+func newRecorder(st *store.Store, log *slog.Logger, write func(tx *store.Tx, recs []*Record) error) *recorder {
 	r := &recorder{st: st, log: log, write: write}
 	r.cond = sync.NewCond(&r.mu)
 	return r
@@ -56,7 +56,7 @@ func newRecorder(st *store.Store, log *slog.Logger, write func(tx *store.Tx, rec
 
 // add queues one record and starts the worker, after the answer when after holds
 // (EvalRequest.After): starting it arms a timer, which can cost a system call.
-func (r *recorder) add(after *later.Queue, rec Record) {
+func (r *recorder) add(after *later.Queue, rec *Record) {
 	r.mu.Lock()
 	r.queue = append(r.queue, rec)
 	r.queued++

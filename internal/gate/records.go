@@ -159,7 +159,7 @@ func (s *Service) record(ctx context.Context, st *runState, d decision, out abi.
 		r := rec
 		r.Action, r.Final, r.Addition, r.Reason, r.Suggestion = d.Action, d.Text, d.Addition, d.Reason, d.Suggestion
 		r.Notes = append([]string{}, d.Notes...)
-		s.rec.add(req.After, r)
+		s.rec.add(req.After, &r)
 		return r, d, nil
 	}
 	var final decision
@@ -181,7 +181,7 @@ func (s *Service) record(ctx context.Context, st *runState, d decision, out abi.
 		}
 		r := rec
 		r.Action, r.Final, r.Addition, r.Reason, r.Suggestion, r.Notes = dd.Action, dd.Text, dd.Addition, dd.Reason, dd.Suggestion, dd.Notes
-		if err := s.writeRecords(tx, []Record{r}); err != nil {
+		if err := s.writeRecords(tx, []*Record{&r}); err != nil {
 			return err
 		}
 		rec, final = r, dd
@@ -197,7 +197,7 @@ func (s *Service) record(ctx context.Context, st *runState, d decision, out abi.
 // preset, and adds their size to this process's count (retention.go). Records carry no TTL:
 // the retention sweep deletes them (records.maxAge, records.maxBytes), and keeps the count
 // exact by doing so.
-func (s *Service) writeRecords(tx *store.Tx, recs []Record) error {
+func (s *Service) writeRecords(tx *store.Tx, recs []*Record) error {
 	var bytes int64
 	// Per session: its newest record of the batch, and the preset of its last one (in the
 	// order the runs were recorded), written once for the batch.
@@ -208,8 +208,7 @@ func (s *Service) writeRecords(tx *store.Tx, recs []Record) error {
 	}
 	var sessions map[string]*sess
 	var one sess // a batch of one record (the redo path, a quiet server) needs no map
-	for i := range recs {
-		r := &recs[i]
+	for _, r := range recs {
 		val, err := encodeRecord(r)
 		if err != nil {
 			return fmt.Errorf("encode the record of %s: %w", r.ID, err)

@@ -71,7 +71,11 @@ func recordAt(session string, start time.Time, i int) Record {
 
 func (e *retentionEnv) write(t *testing.T, recs ...Record) {
 	t.Helper()
-	if err := e.st.Update(context.Background(), func(tx *store.Tx) error { return e.svc.writeRecords(tx, recs) }); err != nil {
+	ptrs := make([]*Record, len(recs))
+	for i := range recs {
+		ptrs[i] = &recs[i]
+	}
+	if err := e.st.Update(context.Background(), func(tx *store.Tx) error { return e.svc.writeRecords(tx, ptrs) }); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -73,9 +73,12 @@ type SoakSample struct {
 	Ops     uint64
 	Errors  uint64
 	Hist    Histogram
-	// RSSMiB is the server's VmRSS at the end of the interval; HeapMiB its Go heap in use
-	// (go_memstats_heap_inuse_bytes), -1 when /metrics did not answer.
-	RSSMiB, HeapMiB float64
+	// RSSMiB is the server's VmRSS at the end of the interval, AnonMiB and FileMiB its
+	// anonymous and file-backed parts; HeapMiB its Go heap in use (go_memstats_heap_inuse_bytes)
+	// and GoMiB all the memory the Go runtime holds from the system and has not released
+	// (go_memstats_sys_bytes − go_memstats_heap_released_bytes: the heap with its free spans,
+	// stacks, metadata), -1 when /metrics did not answer.
+	RSSMiB, AnonMiB, FileMiB, HeapMiB, GoMiB float64
 	// DataBytes is the disk space the data directory takes (allocated blocks, as du counts).
 	DataBytes int64
 	// Records is the size of the records the server keeps, by its own estimate
@@ -96,7 +99,7 @@ type SoakReport struct {
 	MaxBytes int64
 	// IdleRSSMiB and IdleHeapMiB are the server's resident set and Go heap with the modules
 	// warm, before the load.
-	IdleRSSMiB, IdleHeapMiB float64
+	IdleRSSMiB, IdleHeapMiB, IdleGoMiB float64
 	// FirstError is the first failed operation's error.
 	FirstError string
 }
@@ -162,10 +165,7 @@ func Soak(ctx context.Context, e *Env, o SoakOptions) (*SoakReport, error) {
 	// The resident set with the modules warm, before the load (once the pools have refilled).
 	time.Sleep(2 * time.Second)
 	rep.IdleRSSMiB, _ = p.RSSMiB()
-	rep.IdleHeapMiB = -1
-	if v, ok := serverMetrics(ctx, p)["go_memstats_heap_inuse_bytes"]; ok {
-		rep.IdleHeapMiB = v / (1 << 20)
-	}
+	rep.IdleHeapMiB, rep.IdleGoMiB, _ = goMemory(serverMetrics(ctx, p))
 	if o.Profiles != "" {
 		if err := os.MkdirAll(o.Profiles, 0o755); err != nil {
 			return nil, err
@@ -256,11 +256,9 @@ func Soak(ctx context.Context, e *Env, o SoakOptions) (*SoakReport, error) {
 		}
 		last = now
 		smp.RSSMiB, _ = p.RSSMiB()
+		smp.AnonMiB, smp.FileMiB, _ = rssPartsMiB(p.Cmd.Process.Pid)
 		m := serverMetrics(ctx, p)
-		smp.HeapMiB, smp.Records = -1, -1
-		if v, ok := m["go_memstats_heap_inuse_bytes"]; ok {
-			smp.HeapMiB = v / (1 << 20)
-		}
+		smp.HeapMiB, smp.GoMiB, smp.Records = goMemory(m)
 		if v, ok := m["pixie_gate_records_bytes"]; ok {
 			smp.Records = v
 		}
@@ -303,13 +301,35 @@ func (r *SoakReport) line(i int) string {
 	if s.HeapMiB >= 0 {
 		heap = fmt.Sprintf("%.0f", s.HeapMiB)
 	}
+	goMem := "-"
+	if s.GoMiB >= 0 {
+		goMem = fmt.Sprintf("%.0f", s.GoMiB)
+	}
 	recs := ""
 	if s.Records >= 0 {
 		recs = fmt.Sprintf("  records %s", mib(int64(s.Records)))
 	}
-	return fmt.Sprintf("soak %6s  %7.0f req/s  p50 %6s ms  p99 %6s ms  max %6s ms  RSS %5.0f MiB  heap %4s MiB  data %s%s  failed %d",
+	return fmt.Sprintf("soak %6s  %5.0f req/s  p50 %5s ms  p99 %5s ms  max %5s ms  RSS %4.0f MiB (anon %.0f, files %.0f; Go %s, heap %s)  data %s%s  failed %d",
 		s.At.Round(time.Second), float64(s.Ops)/s.Elapsed.Seconds(), ms(s.Hist.Quantile(0.5)), ms(s.Hist.Quantile(0.99)),
-		ms(s.Hist.Max()), s.RSSMiB, heap, mib(s.DataBytes), recs, s.Errors)
+		ms(s.Hist.Max()), s.RSSMiB, s.AnonMiB, s.FileMiB, goMem, heap, mib(s.DataBytes), recs, s.Errors)
+}
+
+// goMemory reads the Go heap in use, the Go runtime's unreleased memory (both MiB) and the
+// records' size (bytes) from /metrics; -1 for what it does not show.
+func goMemory(m map[string]float64) (heap, goMem, records float64) {
+	heap, goMem, records = -1, -1, -1
+	if v, ok := m["go_memstats_heap_inuse_bytes"]; ok {
+		heap = v / (1 << 20)
+	}
+	sys, ok1 := m["go_memstats_sys_bytes"]
+	rel, ok2 := m["go_memstats_heap_released_bytes"]
+	if ok1 && ok2 {
+		goMem = (sys - rel) / (1 << 20)
+	}
+	if v, ok := m["pixie_gate_records_bytes"]; ok {
+		records = v
+	}
+	return heap, goMem, records
 }
 
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
@@ -371,7 +391,7 @@ func (r *SoakReport) Print(w io.Writer, t SoakTargets) bool {
 	if len(r.Set) > 0 {
 		fmt.Fprintf(w, ", --set %s", strings.Join(r.Set, " --set "))
 	}
-	fmt.Fprintf(w, "\nload average before %s, after %s; before the load: RSS %.0f MiB, heap %.0f MiB\n", r.LoadBefore, r.LoadAfter, r.IdleRSSMiB, r.IdleHeapMiB)
+	fmt.Fprintf(w, "\nload average before %s, after %s; before the load: RSS %.0f MiB (Go %.0f, heap %.0f)\n", r.LoadBefore, r.LoadAfter, r.IdleRSSMiB, r.IdleGoMiB, r.IdleHeapMiB)
 	for i := range r.Samples {
 		fmt.Fprintln(w, r.line(i))
 	}

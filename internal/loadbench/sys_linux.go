@@ -85,6 +85,31 @@ func cpuCount(list string) int {
 	return n
 }
 
+// rssPartsMiB is process pid's resident set in MiB split into anonymous memory (RssAnon) and
+// mapped files (RssFile: its binary, and Badger's tables and logs, which it maps).
+func rssPartsMiB(pid int) (anon, file float64, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || (k != "RssAnon" && k != "RssFile") {
+			continue
+		}
+		kb, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+		if err != nil {
+			return 0, 0, err
+		}
+		if k == "RssAnon" {
+			anon = float64(kb) / 1024
+		} else {
+			file = float64(kb) / 1024
+		}
+	}
+	return anon, file, nil
+}
+
 // rssMiB is process pid's VmRSS in MiB.
 func rssMiB(pid int) (float64, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
