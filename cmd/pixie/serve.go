@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -183,6 +184,7 @@ func printConfig(w io.Writer, cfg config.Config, markdown bool, rt *runtimeSetti
 }
 
 func serve(ctx context.Context, cfg config.Config, out io.Writer) error {
+	applyMemoryLimit(cfg.Server.MemoryLimit)
 	a, err := app.New(ctx, app.Config{Config: cfg, Version: version})
 	if err != nil {
 		return err
@@ -261,4 +263,13 @@ func (rt *runtimeSettings) runtime(key string) (string, bool) {
 	}
 	v, ok := rt.values[key]
 	return v, ok
+}
+
+// applyMemoryLimit sets server.memoryLimit as the Go runtime's soft memory limit, unless
+// GOMEMLIMIT is set (the runtime has read it then, and an operator's variable wins).
+func applyMemoryLimit(limit int64) {
+	if os.Getenv("GOMEMLIMIT") != "" || limit <= 0 {
+		return
+	}
+	debug.SetMemoryLimit(limit)
 }

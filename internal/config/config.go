@@ -32,6 +32,16 @@ import (
 // FileName is the configuration file inside the home.
 const FileName = "pixie.yaml"
 
+// DefaultMemoryLimit is server.memoryLimit's default: a soft limit on the Go runtime's memory
+// that keeps a busy server's garbage from piling up between collections (issue 32's soak:
+// docs/bench.md, "The soak"); the live heap of a server with ten modules warm under load is
+// about 150 MiB.
+const DefaultMemoryLimit = 256 << 20
+
+// minMemoryLimit is the smallest server.memoryLimit taken: below it the collector would run
+// all the time.
+const minMemoryLimit = 64 << 20
+
 // Config holds every setting. Fields tagged secret:"true" are masked when shown; secret:"url"
 // marks a URL whose password alone is masked.
 type Config struct {
@@ -73,6 +83,7 @@ type ServerConfig struct {
 	CookieTTL       time.Duration `yaml:"cookieTtl" doc:"web UI login lifetime"`
 	StoreGCInterval time.Duration `yaml:"storeGcInterval" doc:"Badger value-log GC interval"`
 	Pprof           bool          `yaml:"pprof" doc:"serve Go's profiles at /debug/pprof/ (admin token only; docs/bench.md)"`
+	MemoryLimit     int64         `yaml:"memoryLimit" doc:"soft limit in bytes on the Go runtime's memory (the garbage collector works harder near it; guests' memory and compiled code are outside it); GOMEMLIMIT wins when set; 0 = none"`
 }
 
 // StoreConfig is where Pixie keeps its state.
@@ -192,7 +203,7 @@ func Defaults(home string) Config {
 		Server: ServerConfig{
 			BodyLimit: 1 << 20, ReadTimeout: 30 * time.Second, WriteTimeout: 120 * time.Second,
 			IdleTimeout: 120 * time.Second, ShutdownTimeout: 10 * time.Second, CookieTTL: 12 * time.Hour,
-			StoreGCInterval: 5 * time.Minute,
+			StoreGCInterval: 5 * time.Minute, MemoryLimit: DefaultMemoryLimit,
 		},
 		Store: StoreConfig{Driver: "badger", Postgres: PostgresConfig{MaxConns: 10,
 			StatementTimeout: 30 * time.Second, PollInterval: time.Second}},
@@ -571,6 +582,9 @@ func (c *Config) Validate() error {
 		if !strings.HasPrefix(u.v, "http://") && !strings.HasPrefix(u.v, "https://") {
 			return bad(u.key, "must start with http:// or https://, got %q", u.v)
 		}
+	}
+	if m := c.Server.MemoryLimit; m != 0 && m < minMemoryLimit {
+		return bad("server.memoryLimit", "must be 0 (none) or at least %d (64 MiB), got %d", minMemoryLimit, m)
 	}
 	positive := []struct {
 		key string

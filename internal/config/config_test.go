@@ -88,6 +88,8 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"negative records bound", "records:\n  maxBytes: -1\n", nil, nil, "records.maxBytes"},
 		{"negative records age", "", []string{"PIXIE_RECORDS_MAX_AGE=-1h"}, nil, "records.maxAge"},
 		{"records age in days", "", nil, map[string]string{"records.maxAge": "7d"}, "records.maxAge"},
+		{"memory limit under 64 MiB", "server:\n  memoryLimit: 67108863\n", nil, nil, "server.memoryLimit"},
+		{"negative memory limit", "", []string{"PIXIE_SERVER_MEMORY_LIMIT=-1"}, nil, "server.memoryLimit"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -195,5 +197,29 @@ func TestProxyDefaultsAndEnv(t *testing.T) {
 	}
 	if c.Proxy.AnthropicURL != "http://127.0.0.1:9/anthropic" || c.Hints.Delivery != "proxy" {
 		t.Fatalf("env: %+v %q", c.Proxy, c.Hints.Delivery)
+	}
+}
+
+// TestMemoryLimitEdges: server.memoryLimit takes 0 (none) and 64 MiB exactly; the default is
+// DefaultMemoryLimit.
+func TestMemoryLimitEdges(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		env  []string
+		want int64
+	}{
+		{"default", nil, DefaultMemoryLimit},
+		{"none", []string{"PIXIE_SERVER_MEMORY_LIMIT=0"}, 0},
+		{"64 MiB", []string{"PIXIE_SERVER_MEMORY_LIMIT=67108864"}, 64 << 20},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := Load(t.TempDir(), os.Getenv, c.env, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Server.MemoryLimit != c.want {
+				t.Fatalf("server.memoryLimit %d, want %d", cfg.Server.MemoryLimit, c.want)
+			}
+		})
 	}
 }

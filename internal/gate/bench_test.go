@@ -2,6 +2,7 @@ package gate
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"testing"
 	"time"
@@ -56,5 +57,29 @@ func BenchmarkEvaluate(b *testing.B) {
 			b.StopTimer()
 			reportLatency(b, lat)
 		})
+	}
+}
+
+// BenchmarkWriteRecords measures the recorder's commit: a batch of 16 block-risky records from
+// 8 sessions written by writeRecords in one lazy commit over a real Badger store (what the
+// recorder does under 8 connections), per record.
+func BenchmarkWriteRecords(b *testing.B) {
+	e := newEnv(b, envOptions{noModel: true})
+	ctx := context.Background()
+	const batch, sessions = 16, 8
+	start := time.Now()
+	recs := make([]*Record, batch)
+	b.ResetTimer()
+	for i := 0; i < b.N; i += batch {
+		for j := range recs {
+			r := blockRiskyRecord()
+			r.StartedAt = start.Add(time.Duration(i+j) * time.Microsecond)
+			r.ID, r.Session = newRunID(r.StartedAt), fmt.Sprintf("s%d", j%sessions)
+			recs[j] = &r
+		}
+		err := e.svc.rec.commitBatch(ctx, recs)
+		if err != nil {
+			b.Fatal(err)
+		}
 	}
 }

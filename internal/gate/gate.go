@@ -91,6 +91,7 @@ type Service struct {
 	helpers  *helper.Service // each rule run's helper (PIXIE_TOKEN): internal/helper
 	rec      *recorder       // writes run records in the background (recorder.go)
 	ret      *retention      // counts the run records and sweeps them (retention.go)
+	sessions sessionCache    // the sessions' entries this process wrote (records.go)
 	missing  *missingTracker // counts the presets asked for that do not exist (missing.go)
 	switches switchCache     // per-session switches read by Evaluate (switches.go)
 
@@ -142,7 +143,8 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		missing: newMissingTracker(st, log, cfg.Now),
 		ret:     newRetention(st, cfg.Records, log, cfg.Now),
 	}
-	s.rec = newRecorder(st, log, s.writeRecords)
+	s.sessions.on = !st.Shared()
+	s.rec = newRecorder(st, log, &s.sessions.commit, s.writeRecords)
 	if err := s.ret.markFresh(ctx); err != nil {
 		return nil, fmt.Errorf("gate: %w", err)
 	}

@@ -36,9 +36,10 @@ const recordDelay = 2 * time.Millisecond
 // The worker runs only while records are queued; it starts recordDelay after the first, or
 // after the answer that queued it is sent (internal/later).
 type recorder struct {
-	st    *store.Store
-	log   *slog.Logger
-	write func(tx *store.Tx, recs []*Record) error // Service.writeRecords
+	st     *store.Store
+	log    *slog.Logger
+	write  func(tx *store.Tx, recs []*Record) error // Service.writeRecords
+	commit *sync.Mutex                              // held around each commit (sessionCache.commit)
 
 	mu      sync.Mutex
 	cond    *sync.Cond
@@ -48,8 +49,8 @@ type recorder struct {
 	running bool
 }
 
-func newRecorder(st *store.Store, log *slog.Logger, write func(tx *store.Tx, recs []*Record) error) *recorder {
-	r := &recorder{st: st, log: log, write: write}
+func newRecorder(st *store.Store, log *slog.Logger, commit *sync.Mutex, write func(tx *store.Tx, recs []*Record) error) *recorder {
+	r := &recorder{st: st, log: log, write: write, commit: commit}
 	r.cond = sync.NewCond(&r.mu)
 	return r
 }
@@ -91,12 +92,11 @@ func (r *recorder) run() {
 		r.mu.Unlock()
 
 		ctx := context.Background()
-		err := r.st.UpdateLazy(ctx, func(tx *store.Tx) error { return r.write(tx, batch) })
+		err := r.commitBatch(ctx, batch)
 		if err != nil && len(batch) > 1 {
 			// One at a time, so that one bad record (too big for a batch) loses only itself.
 			for i := range batch {
-				one := batch[i : i+1 : i+1]
-				if err := r.st.UpdateLazy(ctx, func(tx *store.Tx) error { return r.write(tx, one) }); err != nil {
+				if err := r.commitBatch(ctx, batch[i:i+1:i+1]); err != nil {
 					r.log.Error("a gate run record could not be written", "err", err)
 				}
 			}
@@ -108,6 +108,14 @@ func (r *recorder) run() {
 		r.cond.Broadcast()
 		r.mu.Unlock()
 	}
+}
+
+// commitBatch writes recs in one commit that does not wait for the disk, holding the commit
+// lock (sessionCache) around it.
+func (r *recorder) commitBatch(ctx context.Context, recs []*Record) error {
+	r.commit.Lock()
+	defer r.commit.Unlock()
+	return r.st.UpdateLazy(ctx, func(tx *store.Tx) error { return r.write(tx, recs) })
 }
 
 // flush waits until every record added before the call is written, starting the worker at

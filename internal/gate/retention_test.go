@@ -452,3 +452,68 @@ func TestRecordRetentionInTheBackground(t *testing.T) {
 		t.Errorf("the newest record was swept: %v", err)
 	}
 }
+
+// TestRecordRetentionCursor: a sweep starts where the last one stopped (the tombstones of the
+// records it deleted are not walked again), still oldest first, with the bound kept; a record
+// written late with an older id (a run that took long to finish) waits for the next full pass,
+// an hour later, and is the first to go then (the bound holds meanwhile: newer ones go instead).
+func TestRecordRetentionCursor(t *testing.T) {
+	for _, s := range retentionStores {
+		t.Run(s.name, func(t *testing.T) {
+			e := newRetentionEnv(t, s.open(t), RecordRetention{MaxBytes: 1 << 40})
+			ctx := context.Background()
+			t0 := e.now.Add(-time.Hour)
+			var ids []string
+			var sizes []int64
+			add := func(at time.Time, i int) {
+				r := recordAt(fmt.Sprintf("s%d", i%2), at, i)
+				e.write(t, r)
+				ids = append(ids, r.ID)
+				sizes = append(sizes, e.rawSize(t, r.ID))
+			}
+			for i := range 10 {
+				add(t0.Add(time.Duration(i)*time.Second), i)
+			}
+			var newest5 int64
+			for _, sz := range sizes[5:] {
+				newest5 += sz
+			}
+			e.svc.ret.cfg.MaxBytes = newest5
+			if _, err := e.svc.SweepRecords(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if e.svc.ret.cursor != ids[4] {
+				t.Fatalf("cursor %q, want the last deleted record %q", e.svc.ret.cursor, ids[4])
+			}
+			add(t0.Add(-time.Minute), 10) // late, older than every record
+			for i := 11; i < 14; i++ {
+				add(t0.Add(time.Duration(i)*time.Second), i)
+			}
+			if _, err := e.svc.SweepRecords(ctx); err != nil {
+				t.Fatal(err)
+			}
+			kept := e.kept(t, ids)
+			if !kept[10] {
+				t.Fatal("the late record went before the full pass")
+			}
+			for i := 5; i < 9; i++ {
+				if kept[i] {
+					t.Errorf("record %d kept: the sweep did not go on from its cursor", i)
+				}
+			}
+			e.checkCount(t)
+			if u, _ := e.svc.RecordsUsage(ctx); u.Bytes > newest5 {
+				t.Fatalf("the records take %d, over %d", u.Bytes, newest5)
+			}
+			e.now = e.now.Add(fullSweepEvery)
+			add(t0.Add(20*time.Second), 20) // over the bound again
+			if _, err := e.svc.SweepRecords(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if kept := e.kept(t, ids); kept[10] || !kept[len(ids)-1] {
+				t.Errorf("the full pass kept the late record (%v) or dropped the newest (%v)", kept[10], !kept[len(ids)-1])
+			}
+			e.checkCount(t)
+		})
+	}
+}
