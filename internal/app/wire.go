@@ -84,6 +84,14 @@ func (a *App) wire(ctx context.Context, version string) error {
 		} else {
 			sandboxInfo["processes"], sandboxInfo["processesReason"] = "subreaper", iso.Reason
 		}
+		// What each run starts: the sandbox init beside pixie, or pixie itself (slower) and why.
+		command, slow := bx.Sandbox()
+		sandboxInfo["command"] = command
+		if slow == "" {
+			sandboxInfo["start"] = "init"
+		} else {
+			sandboxInfo["start"], sandboxInfo["startReason"] = "pixie", slow
+		}
 	}
 	info["sandbox"] = sandboxInfo
 	// WASM modules: the registry (<home>/blobs) and their executor (compile cache <home>/cache/wasm).

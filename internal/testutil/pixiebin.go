@@ -31,7 +31,8 @@ var (
 	binErr  error
 )
 
-// PixieBinary builds ./cmd/pixie once per test process and returns the binary's path.
+// PixieBinary builds ./cmd/pixie once per test process, with the programs that ship beside it
+// (BuildCompanions), and returns the binary's path.
 func PixieBinary(t testing.TB) string {
 	t.Helper()
 	binOnce.Do(func() {
@@ -45,7 +46,9 @@ func PixieBinary(t testing.TB) string {
 		cmd.Dir = Root()
 		if out, err := cmd.CombinedOutput(); err != nil {
 			binErr = fmt.Errorf("go build ./cmd/pixie: %v\n%s", err, out)
+			return
 		}
+		binErr = BuildCompanions(dir)
 	})
 	if binErr != nil {
 		t.Fatal(binErr)
@@ -61,13 +64,51 @@ func PixieBinary(t testing.TB) string {
 // without namespaces. Otherwise it runs the tests, then removes what PixieBinary built for
 // them (built once per test process, into a folder no test's cleanup owns), and exits with the
 // tests' code.
+//
+// Before the tests it builds the sandbox init program beside the test binary, so that the bash
+// executors the tests make start it (sandbox.FindInit), as pixie serve starts the one make
+// build puts beside bin/pixie; the test binary itself then plays the verb only for executors
+// told to (bash.Config.Sandbox) and for Detect's probe of them.
 func Main(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == sandbox.Verb {
 		os.Exit(sandbox.Main(os.Args[2:]))
 	}
+	if err := buildInitBesideTest(); err != nil {
+		fmt.Fprintln(os.Stderr, "testutil.Main:", err)
+		os.Exit(1)
+	}
 	code := m.Run()
 	RemoveBuilt()
 	os.Exit(code)
+}
+
+// companions are the programs make build puts beside bin/pixie. They are built without cgo
+// (as make build does): static binaries start faster, and they need no C.
+var companions = []string{"./cmd/" + sandbox.InitName}
+
+// BuildCompanions builds the programs that ship beside the pixie binary into dir: the sandbox
+// init (cmd/pixie-sandbox).
+func BuildCompanions(dir string) error {
+	cmd := exec.Command("go", append([]string{"build", "-o", dir + string(filepath.Separator)}, companions...)...)
+	cmd.Dir = Root()
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %v\n%s", strings.Join(companions, " "), err, out)
+	}
+	return nil
+}
+
+// buildInitBesideTest builds the sandbox init program into the test binary's folder (go test's
+// own, removed after the run).
+func buildInitBesideTest() error {
+	self, err := os.Executable()
+	if err == nil {
+		self, err = filepath.EvalSymlinks(self)
+	}
+	if err != nil {
+		return fmt.Errorf("locating the test binary: %w", err)
+	}
+	return BuildCompanions(filepath.Dir(self))
 }
 
 // RemoveBuilt removes the binary PixieBinary built, if it did; a TestMain that cannot use Main

@@ -54,8 +54,10 @@ type Config struct {
 	// Bash is the bash binary: a path, or a name looked up in PATH. Empty means "bash".
 	Bash string
 	// Sandbox is the command line that starts the sandbox verb; the sandbox arguments and the
-	// bash command line are appended to it. Empty means this binary (os.Executable) followed
-	// by sandbox.Verb, which cmd/pixie dispatches to sandbox.Main.
+	// bash command line are appended to it. Empty means the sandbox init program beside this
+	// binary (sandbox.InitName, when sandbox.FindInit accepts it), else this binary
+	// (os.Executable) followed by sandbox.Verb, which cmd/pixie dispatches to sandbox.Main: the
+	// same code in a binary that takes longer to start (Executor.Sandbox says which and why).
 	Sandbox []string
 	// PixieBinDir is a directory holding an executable named pixie (the helper), put first on
 	// the script's PATH. Empty means the executor's private directory (see TempDir), which then
@@ -92,6 +94,7 @@ type Config struct {
 type Executor struct {
 	bash     string
 	sandbox  []string
+	slow     string // why the sandbox is this binary rather than its init program
 	scratch  *scratch.Dir
 	binDir   string
 	iso      sandbox.Isolation
@@ -183,7 +186,9 @@ func New(_ context.Context, cfg Config) (*Executor, error) {
 		}
 	}
 	if len(cfg.Sandbox) == 0 {
-		e.sandbox = []string{self, sandbox.Verb}
+		if e.sandbox, err = findInit(self); err != nil {
+			e.sandbox, e.slow = []string{self, sandbox.Verb}, err.Error()
+		}
 	} else {
 		e.sandbox = append([]string(nil), cfg.Sandbox...)
 		if e.sandbox[0], err = exec.LookPath(e.sandbox[0]); err != nil {
@@ -231,6 +236,30 @@ const scratchPrefix = "pixie-bin-"
 
 // Isolation reports how this executor contains the processes of a run (sandbox.Detect).
 func (e *Executor) Isolation() sandbox.Isolation { return e.iso }
+
+// Sandbox returns the command line that starts each run's sandbox and, when it is this binary
+// rather than the sandbox init program beside it (so each run takes about 10 ms more CPU), why.
+func (e *Executor) Sandbox() (command []string, slow string) {
+	return append([]string(nil), e.sandbox...), e.slow
+}
+
+// inits caches sandbox.FindInit per binary: it costs a start of the init program.
+var inits sync.Map // string → initFound
+
+type initFound struct {
+	command []string
+	err     error
+}
+
+func findInit(self string) ([]string, error) {
+	if v, ok := inits.Load(self); ok {
+		f := v.(initFound)
+		return f.command, f.err
+	}
+	command, err := sandbox.FindInit(self)
+	inits.Store(self, initFound{command, err})
+	return command, err
+}
 
 // detected caches sandbox.Detect per sandbox command: it is a fact of the machine, and costs a
 // start of the binary.

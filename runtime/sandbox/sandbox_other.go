@@ -36,3 +36,8 @@ func probeNamespaces(Options) error { return unsupported("namespaces exist only 
 func run(Options, []string) (int, int, error) {
 	return 0, 0, unsupported("the sandbox needs Linux Landlock")
 }
+
+// FindInit reports that the init program is not used outside Linux.
+func FindInit(string) ([]string, error) {
+	return nil, unsupported("the sandbox init runs only on Linux")
+}

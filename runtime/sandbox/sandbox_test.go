@@ -29,6 +29,10 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(Main(os.Args[2:]))
 	}
+	if len(os.Args) == 2 && os.Args[1] == FingerprintArg {
+		// Playing the init program (cmd/pixie-sandbox) for TestFindInit.
+		os.Exit(InitMain(os.Args[1:], os.Stdout))
+	}
 	os.Exit(m.Run())
 }
 
