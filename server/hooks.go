@@ -12,6 +12,7 @@ import (
 
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/hooks"
+	"github.com/pixie-dev/pixie/internal/hookwire"
 	"github.com/pixie-dev/pixie/internal/later"
 )
 
@@ -30,16 +31,17 @@ import (
 // ?host=claude-code|codex names the host (default: inferred from the input); ?preset= the
 // session's preset (default: hooks.defaultPreset).
 
-// AdapterHeader marks a hook call from `pixie hook`, which wants error statuses as they are.
-const AdapterHeader = "X-Pixie-Hook-Adapter"
+// AdapterHeader marks a hook call from the command adapter (`pixie hook`, pixie-hook), which
+// wants error statuses as they are.
+const AdapterHeader = hookwire.AdapterHeader
 
 // HintHoldHeader ("1") asks the route to leave open the take of the hints its answer carries,
 // and HintTakeHeader names that take in the answer: the caller confirms it (POST
 // /v1/hints/confirm) once the answer reached the host, or rolls it back. The command adapter
 // uses it, so that a hint is not consumed when the adapter cannot write its answer.
 const (
-	HintHoldHeader = "X-Pixie-Hint-Hold"
-	HintTakeHeader = "X-Pixie-Hint-Take"
+	HintHoldHeader = hookwire.HintHoldHeader
+	HintTakeHeader = hookwire.HintTakeHeader
 )
 
 // unauthenticatedHook is the answer to a hook call without a valid token.

@@ -18,7 +18,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/pixie-dev/pixie/internal/companion"
 	"github.com/pixie-dev/pixie/internal/config"
+	"github.com/pixie-dev/pixie/internal/hookcmd"
 )
 
 func init() {
@@ -74,6 +76,7 @@ type doctorReport struct {
 	w        io.Writer
 	problems int
 	warnings int
+	adapters map[string]bool // the command hooks' programs already checked (adapterSpeed)
 }
 
 func (r *doctorReport) ok(format string, a ...any) {
@@ -270,6 +273,8 @@ func checkHook(r *doctorReport, h hookRef, base, home string) bool {
 		if st, err := os.Stat(h.binary); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
 			r.problem(fmt.Sprintf("%s runs %s, which is not an executable file", where, h.binary), "run pixie init "+h.host+" --write with the pixie binary you use")
 			good = false
+		} else {
+			adapterSpeed(r, h)
 		}
 		if h.adapter != h.host {
 			r.problem(fmt.Sprintf("%s runs the %s adapter (pixie hook %s), whose answers %s may drop", where, h.adapter, h.adapter, hostTitle(h.host)), "run pixie init "+h.host+" --write")
@@ -284,6 +289,31 @@ func checkHook(r *doctorReport, h hookRef, base, home string) bool {
 		}
 	}
 	return good
+}
+
+// adapterSpeed warns, once per hook file, when command hooks start the whole pixie binary
+// (pixie hook) rather than pixie-hook, or a pixie-hook built from other sources than this
+// pixie (which pixie init would not have written).
+func adapterSpeed(r *doctorReport, h hookRef) {
+	key := h.file + "\x00" + h.binary
+	if r.adapters[key] {
+		return
+	}
+	if r.adapters == nil {
+		r.adapters = map[string]bool{}
+	}
+	r.adapters[key] = true
+	if filepath.Base(h.binary) == hookcmd.Name {
+		if _, err := companion.Find(h.binary, hookcmd.Name, hookcmd.Fingerprint()); err != nil {
+			r.warn(fmt.Sprintf("%s's hooks run %s, which this pixie would not use (%v); fix: run pixie init %s --write", h.file, h.binary, err, h.host))
+		}
+		return
+	}
+	fix := "build pixie-hook beside pixie (make build) and run pixie init " + h.host + " --write"
+	if _, err := hookcmd.Find(h.binary); err == nil {
+		fix = "run pixie init " + h.host + " --write (pixie-hook is beside " + h.binary + ")"
+	}
+	r.warn(fmt.Sprintf("%s's hooks run %s hook, which starts the whole pixie binary for every hook call (about 10 ms of CPU more than pixie-hook); fix: %s", h.file, h.binary, fix))
 }
 
 // findHooks reads Pixie's hook handlers from the hosts' settings: the project's first, then the
@@ -354,10 +384,14 @@ func parseHookRef(host, event, file string, h map[string]any) hookRef {
 	ref.kind = "command"
 	c, _ := h["command"].(string)
 	words := shellWords(c)
+	first := 1
 	if len(words) > 0 {
 		ref.binary = words[0]
+		if filepath.Base(ref.binary) == hookcmd.Name && len(words) > 1 { // pixie-hook claude|codex …
+			ref.adapter, first = words[1], 2
+		}
 	}
-	for i := 1; i < len(words); i++ {
+	for i := first; i < len(words); i++ {
 		next := func() string {
 			if i+1 < len(words) {
 				i++

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pixie-dev/pixie/internal/hookcmd"
 	"github.com/pixie-dev/pixie/internal/testutil"
 )
 
@@ -63,13 +64,13 @@ func TestDoctor(t *testing.T) {
 	settings := filepath.Join(proj, ".claude", "settings.json")
 	raw, _ := os.ReadFile(settings)
 	edited := strings.Replace(string(raw), p.URL, "http://127.0.0.1:1", 1)
-	edited = strings.Replace(edited, testutil.PixieBinary(t)+" hook", "/gone/pixie hook", 1)
+	edited = strings.Replace(edited, filepath.Join(filepath.Dir(testutil.PixieBinary(t)), hookcmd.Name)+" claude", "/gone/pixie-hook claude", 1)
 	if err := os.WriteFile(settings, []byte(edited), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	out, code = doctor()
 	if code != 1 || !strings.Contains(out, "reaches http://127.0.0.1:1, not "+p.URL+"; fix: run pixie init claude --write --url "+p.URL) ||
-		!strings.Contains(out, "runs /gone/pixie, which is not an executable file") {
+		!strings.Contains(out, "runs /gone/pixie-hook, which is not an executable file") {
 		t.Fatalf("edited hooks: %d\n%s", code, out)
 	}
 	// A server that is down.

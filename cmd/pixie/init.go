@@ -17,6 +17,7 @@ import (
 
 	"github.com/pixie-dev/pixie/internal/agentskill"
 	"github.com/pixie-dev/pixie/internal/config"
+	"github.com/pixie-dev/pixie/internal/hookcmd"
 	"github.com/pixie-dev/pixie/internal/hooks"
 )
 
@@ -40,8 +41,11 @@ Codex runs a project's hooks only when the project is trusted and each hook's tr
 codex exec skips untrusted hooks without a word. --trust records both, as Codex's own hook review
 does (through codex app-server).
 
-Every hook and MCP entry carries this binary's absolute path, the server URL and the Pixie home,
-so they reach the server init was pointed at whatever the agent's environment. init asks that
+Command hooks run pixie-hook, the adapter's own small program, when it lies beside this binary
+and was built with it (make build puts both in bin/): it starts in about 2 ms, the pixie binary
+in about 10; otherwise they run pixie hook, and init says why. Every hook and MCP entry carries
+the absolute path of the program, the server URL and the Pixie home, so they reach the server
+init was pointed at whatever the agent's environment. init asks that
 server whether the preset exists and has gates, and warns when it does not (or cannot be asked).
 pixie doctor checks the result end to end.
 
@@ -67,6 +71,9 @@ type initOptions struct {
 	command   bool   // command hooks instead of http hooks
 	pixie     string // the pixie binary's absolute path
 	host      string // "claude" or "codex": the adapter the command hooks run
+	// adapter is pixie-hook beside pixie when it runs this binary's adapter code (hookcmd.Find):
+	// the command hooks run it, and `pixie hook` otherwise.
+	adapter string
 }
 
 // initArgs are the flags of `pixie init`.
@@ -124,6 +131,12 @@ func initRun(ctx context.Context, host string, f initArgs, stdout, stderr io.Wri
 		return failTo(stderr, err)
 	}
 	o := initOptions{serverURL: f.serverURL, home: h, preset: f.preset, command: f.command || codex, pixie: self, host: host}
+	if o.command {
+		// The small adapter program starts in about 2 ms; the pixie binary in about 10.
+		if o.adapter, err = hookcmd.Find(self); err != nil {
+			fmt.Fprintf(stderr, "note: the command hooks run %s hook %s, which starts the whole pixie binary (about 10 ms of CPU per hook call more than pixie-hook): %v\n", self, host, err)
+		}
+	}
 	if o.serverURL == "" {
 		o.serverURL = os.Getenv("PIXIE_SERVER_URL")
 	}
@@ -381,7 +394,11 @@ func hookCommand(o initOptions) string {
 	if host == "" {
 		host = "claude"
 	}
-	return fmt.Sprintf("%s hook %s --preset %s --url %s --home %s --timeout %ds", shellQuote(o.pixie), host,
+	adapter := shellQuote(o.pixie) + " hook"
+	if o.adapter != "" {
+		adapter = shellQuote(o.adapter)
+	}
+	return fmt.Sprintf("%s %s --preset %s --url %s --home %s --timeout %ds", adapter, host,
 		shellQuote(o.preset), shellQuote(o.serverURL), shellQuote(o.home), hookTimeoutSeconds-5)
 }
 
@@ -429,9 +446,14 @@ func isPixieHook(h any) bool {
 	return isPixieCommand(c)
 }
 
-// isPixieCommand reports whether a hook command runs Pixie's adapter.
+// isPixieCommand reports whether a hook command runs Pixie's adapter: `… hook claude|codex`
+// (the pixie binary) or `…/pixie-hook claude|codex`.
 func isPixieCommand(c string) bool {
-	return strings.Contains(c, " hook claude") || strings.Contains(c, " hook codex")
+	if strings.Contains(c, " hook claude") || strings.Contains(c, " hook codex") {
+		return true
+	}
+	w := shellWords(c)
+	return len(w) > 1 && filepath.Base(w[0]) == hookcmd.Name && (w[1] == "claude" || w[1] == "codex")
 }
 
 // mergeHooks puts Pixie's hooks into settings: for each event, Pixie's handlers already there

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/pixie-dev/pixie/internal/agentskill"
+	"github.com/pixie-dev/pixie/internal/hookcmd"
 	"github.com/pixie-dev/pixie/internal/testutil"
 )
 
@@ -174,7 +175,8 @@ func TestInitClaudeUser(t *testing.T) {
 	}
 	var settings map[string]any
 	readJSON(t, filepath.Join(userHome, ".claude", "settings.json"), &settings)
-	if !strings.Contains(mustJSON(settings), " hook claude --preset default --url ") || !strings.Contains(mustJSON(settings), "--home "+shellQuote(env[0][len("PIXIE_HOME="):])) {
+	adapter := filepath.Join(filepath.Dir(testutil.PixieBinary(t)), hookcmd.Name)
+	if !strings.Contains(mustJSON(settings), `"`+adapter+" claude --preset default --url ") || !strings.Contains(mustJSON(settings), "--home "+shellQuote(env[0][len("PIXIE_HOME="):])) {
 		t.Errorf("user settings: %s", mustJSON(settings))
 	}
 	if _, err := os.Stat(filepath.Join(userHome, ".claude", "skills", agentskill.Name, "SKILL.md")); err != nil {
@@ -233,7 +235,7 @@ func TestInitCodexWrite(t *testing.T) {
 	bin := testutil.PixieBinary(t)
 	for _, ev := range hookEvents {
 		h := hs[ev].([]any)[0].(map[string]any)["hooks"].([]any)[0].(map[string]any)
-		want := bin + " hook codex --preset review --url 'http://127.0.0.1:9' --home " + ph + " --timeout 85s"
+		want := filepath.Join(filepath.Dir(bin), hookcmd.Name) + " codex --preset review --url 'http://127.0.0.1:9' --home " + ph + " --timeout 85s"
 		if h["type"] != "command" || h["command"] != want {
 			t.Errorf("%s: %s\nwant %s", ev, mustJSON(h), want)
 		}

@@ -209,7 +209,7 @@ func newMCPServer(c *apiClient, session string) *mcp.Server {
 		if err != nil {
 			return nil, nil, err
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(raw))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.Base+path, bytes.NewReader(raw))
 		if err != nil {
 			return nil, nil, err
 		}

@@ -20,6 +20,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 
@@ -31,6 +32,10 @@ import (
 
 // FileName is the configuration file inside the home.
 const FileName = "pixie.yaml"
+
+// TokenFile is the admin token's file inside the home (written 0600 by the server's first
+// start; internal/cluster owns it).
+const TokenFile = "token"
 
 // Config holds every setting. Fields tagged secret:"true" are masked when shown; secret:"url"
 // marks a URL whose password alone is masked.
@@ -292,7 +297,9 @@ func lookupEnv(environ []string, name string) (string, bool) {
 	return "", false
 }
 
-var unknownField = regexp.MustCompile(`line (\d+): field (\S+) not found in type (\S+)`)
+var unknownField = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`line (\d+): field (\S+) not found in type (\S+)`)
+})
 
 // decodeFile decodes YAML strictly and turns unknown fields into an Error naming the full key.
 func decodeFile(raw []byte, c *Config) error {
@@ -302,7 +309,7 @@ func decodeFile(raw []byte, c *Config) error {
 	dec := yaml.NewDecoder(bytes.NewReader(raw))
 	dec.KnownFields(true)
 	if err := dec.Decode(c); err != nil {
-		if m := unknownField.FindStringSubmatch(err.Error()); m != nil {
+		if m := unknownField().FindStringSubmatch(err.Error()); m != nil {
 			return &Error{Key: qualify(m[3], m[2]), Source: FileName + ":" + m[1], Msg: "unknown key"}
 		}
 		var te *yaml.TypeError
@@ -350,10 +357,10 @@ func qualify(goType, field string) string {
 	return field
 }
 
-var lineRe = regexp.MustCompile(`^line (\d+):`)
+var lineRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^line (\d+):`) })
 
 func keyFromTypeError(raw []byte, msg string) string {
-	m := lineRe.FindStringSubmatch(msg)
+	m := lineRe().FindStringSubmatch(msg)
 	if m == nil {
 		return "(file)"
 	}

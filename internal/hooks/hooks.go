@@ -60,14 +60,15 @@ import (
 	"unicode/utf8"
 
 	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/internal/hookwire"
 	"github.com/pixie-dev/pixie/runtime"
 	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 // Hosts Pixie answers.
 const (
-	HostClaudeCode = "claude-code"
-	HostCodex      = "codex"
+	HostClaudeCode = hookwire.HostClaudeCode
+	HostCodex      = hookwire.HostCodex
 )
 
 // CheckHost validates a host name from a hook call: empty (inferred from the input),
@@ -86,11 +87,11 @@ func CheckHost(h string) (string, error) {
 
 // Hook event names handled by Pixie.
 const (
-	EventUserPromptSubmit = "UserPromptSubmit"
-	EventPreToolUse       = "PreToolUse"
-	EventPostToolUse      = "PostToolUse"
-	EventStop             = "Stop"
-	EventSubagentStop     = "SubagentStop"
+	EventUserPromptSubmit = hookwire.EventUserPromptSubmit
+	EventPreToolUse       = hookwire.EventPreToolUse
+	EventPostToolUse      = hookwire.EventPostToolUse
+	EventStop             = hookwire.EventStop
+	EventSubagentStop     = hookwire.EventSubagentStop
 )
 
 // Agents of an event (the gate's root/child).
@@ -104,7 +105,7 @@ const (
 	// MaxSessionIDLen caps session_id in bytes (the gate's cap).
 	MaxSessionIDLen = 128
 	// MaxInputSize caps a hook input in bytes; tool results can be large.
-	MaxInputSize = 8 << 20
+	MaxInputSize = hookwire.MaxInputSize
 )
 
 // hookInput is the part of a Claude Code / Codex hook input that Pixie reads. Unknown fields are
@@ -285,13 +286,7 @@ func PolicyOf(permissionMode string) runtime.Policy {
 }
 
 // IsHandled reports whether Pixie gates the hook event name.
-func IsHandled(name string) bool {
-	switch name {
-	case EventUserPromptSubmit, EventPreToolUse, EventPostToolUse, EventStop, EventSubagentStop:
-		return true
-	}
-	return false
-}
+func IsHandled(name string) bool { return hookwire.IsHandled(name) }
 
 func checkSession(s string) error {
 	switch {

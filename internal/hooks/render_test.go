@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf16"
+
+	"github.com/pixie-dev/pixie/internal/hookwire"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
@@ -280,6 +282,16 @@ func TestDeliversHints(t *testing.T) {
 		}
 		if got := DeliversHints(ev, Outcome{Action: tt.action}); got != tt.want {
 			t.Errorf("DeliversHints(%s, %s) = %v, want %v", tt.fixture, tt.action, got, tt.want)
+		}
+	}
+}
+
+// The command adapter (internal/hookcmd) answers with hookwire.SystemMessage, which must be the
+// Output this package renders.
+func TestSystemMessageIsAnOutput(t *testing.T) {
+	for _, m := range []string{"Pixie could not check this step: <x> & \"y\"", "é\n\t\u2028"} {
+		if got, want := string(hookwire.SystemMessage(m)), string(Output{SystemMessage: m}.Marshal()); got != want {
+			t.Errorf("%q: %s, Output renders %s", m, got, want)
 		}
 	}
 }

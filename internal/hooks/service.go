@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"regexp"
 	"time"
 
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/gate"
 	"github.com/pixie-dev/pixie/internal/hint"
+	"github.com/pixie-dev/pixie/internal/hookwire"
 	"github.com/pixie-dev/pixie/internal/later"
 	"github.com/pixie-dev/pixie/internal/store"
 	"github.com/pixie-dev/pixie/sdk/abi"
@@ -92,15 +92,8 @@ func (s *Service) Close(context.Context) error { return nil }
 // DefaultPreset is the preset of a call that names none (hooks.defaultPreset).
 func (s *Service) DefaultPreset() string { return s.cfg.DefaultPreset }
 
-var presetRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-
 // CheckPreset validates a preset name from a hook call (empty means the default preset).
-func CheckPreset(p string) error {
-	if p != "" && !presetRE.MatchString(p) {
-		return errs.New(errs.Invalid, "preset %q is not a valid name (letters, digits, '.', '_', '-'; at most 64)", p)
-	}
-	return nil
-}
+func CheckPreset(p string) error { return hookwire.CheckPreset(p) }
 
 // Call is what a hook call says besides its input.
 type Call struct {

@@ -67,7 +67,12 @@ var rules = []rule{
 	// links only the sandbox's own code (its start is what the bash row of make bench pays).
 	{name: "sandbox-init", pattern: "./cmd/pixie-sandbox ./runtime/sandbox", deny: []string{stdOnly},
 		allow: []string{"golang.org/x/sys", "github.com/landlock-lsm/go-landlock", "kernel.org/pub/linux/libs/security/libcap/psx",
-			rtime, mod + "/internal/confine", mod + "/internal/errs", sdkMod + "/abi"}},
+			rtime, mod + "/internal/confine", mod + "/internal/errs", mod + "/internal/companion", sdkMod + "/abi"}},
+	// The hook adapter starts for every hook event of Claude Code and Codex: pixie-hook stays a
+	// small binary (HTTP, the configuration), far from the server's packages.
+	{name: "hook-adapter", pattern: "./cmd/pixie-hook ./internal/hookcmd ./internal/hookwire ./internal/cliclient", deny: []string{stdOnly},
+		allow: []string{"go.yaml.in/yaml/v3", mod + "/internal/config", mod + "/internal/redact", mod + "/internal/yamlline", mod + "/internal/errs",
+			mod + "/internal/companion", mod + "/internal/hookcmd", mod + "/internal/hookwire", mod + "/internal/cliclient"}},
 	{name: "sandbox-init-engines", pattern: "./cmd/pixie-sandbox ./runtime/sandbox", deny: []string{rtime + "/bash", rtime + "/wasm", rtime + "/modules"}},
 	{name: "abi", pattern: "./abi/...", dir: "sdk", deny: []string{stdOnly}},
 	{name: "sdk-host", pattern: "./...", dir: "sdk", deny: []string{stdOnly}, allow: []string{pdk, sdkMod}},

@@ -1,17 +1,13 @@
 package sandbox
 
 import (
-	"crypto/sha256"
 	"embed"
-	"encoding/hex"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	goruntime "runtime"
-	"sort"
 	"sync"
 
+	"github.com/pixie-dev/pixie/internal/companion"
 	"github.com/pixie-dev/pixie/internal/confine"
 )
 
@@ -22,7 +18,7 @@ import (
 const InitName = "pixie-sandbox"
 
 // FingerprintArg, as the init's only argument, makes it print its Fingerprint and exit.
-const FingerprintArg = "-fingerprint"
+const FingerprintArg = companion.FingerprintArg
 
 // ownSource is this package's Go source, hashed into Fingerprint.
 //
@@ -36,21 +32,7 @@ var ownSource embed.FS
 func Fingerprint() string { return fingerprint() }
 
 var fingerprint = sync.OnceValue(func() string {
-	h := sha256.New()
-	for _, src := range []struct {
-		name string
-		fsys fs.FS
-	}{{"runtime/sandbox", ownSource}, {"internal/confine", confine.Source}} {
-		names, _ := fs.Glob(src.fsys, "*")
-		sort.Strings(names)
-		for _, n := range names {
-			b, _ := fs.ReadFile(src.fsys, n)
-			fmt.Fprintf(h, "%s/%s %d\n", src.name, n, len(b))
-			h.Write(b)
-		}
-	}
-	fmt.Fprintf(h, "go %s\n", goruntime.Version())
-	return hex.EncodeToString(h.Sum(nil))
+	return companion.Fingerprint(companion.Source{Name: "runtime/sandbox", FS: ownSource}, companion.Source{Name: "internal/confine", FS: confine.Source})
 })
 
 // InitMain is the init program's main: with the single argument FingerprintArg it prints
