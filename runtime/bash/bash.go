@@ -3,12 +3,14 @@
 // the run contract's target on stdin, the PIXIE_* variables in a clean environment, and the
 // `pixie` helper first on PATH, and answers with the exit code and the capped stdout.
 //
-// Every run goes through runtime/sandbox: the executor starts the pixie binary's hidden sandbox
-// verb, which contains the run's processes (PID and mount namespaces where the machine allows
-// it, a child subreaper elsewhere), confines them with Landlock under the read-only and
-// workspace-write policies (failing closed with runtime.ErrUnsupported where that cannot be
-// enforced), starts bash and stays as the run's init. docs/sandbox.md describes the policies,
-// the containment and the environment a script sees.
+// Every run goes through runtime/sandbox: the executor starts the sandbox verb (in the small
+// pixie-sandbox program beside the pixie binary, else in the pixie binary itself), which
+// contains the run's processes (PID and mount namespaces where the machine allows it, a child
+// subreaper elsewhere), confines them with Landlock under the read-only and workspace-write
+// policies (with the ruleset the executor builds from the walk it keeps, sandbox.ReadRules;
+// failing closed with runtime.ErrUnsupported where that cannot be enforced), starts bash and
+// stays as the run's init. docs/sandbox.md describes the policies, the containment and the
+// environment a script sees.
 //
 // At the time limit, on cancellation, or as soon as stdout passes its cap, the run is stopped:
 // every process it started is killed, setsid, double-forked and daemonised ones included; when
@@ -58,6 +60,8 @@ type Config struct {
 	// binary (sandbox.InitName, when sandbox.FindInit accepts it), else this binary
 	// (os.Executable) followed by sandbox.Verb, which cmd/pixie dispatches to sandbox.Main: the
 	// same code in a binary that takes longer to start (Executor.Sandbox says which and why).
+	// The command must run this version's verb: it is handed options (such as the ruleset
+	// descriptor) that an older one does not know.
 	Sandbox []string
 	// PixieBinDir is a directory holding an executable named pixie (the helper), put first on
 	// the script's PATH. Empty means the executor's private directory (see TempDir), which then
@@ -98,7 +102,8 @@ type Executor struct {
 	scratch  *scratch.Dir
 	binDir   string
 	iso      sandbox.Isolation
-	readable []string // the helper and its target, readable even inside Hidden
+	rules    *sandbox.ReadRules // the confined runs' rulesets, built here (Options.RulesetFD)
+	readable []string           // the helper and its target, readable even inside Hidden
 	path     string
 	baseEnv  []string
 	hidden   []string
@@ -228,6 +233,7 @@ func New(_ context.Context, cfg Config) (*Executor, error) {
 	}
 	e.readable = []string{helper, target}
 	e.iso = detect(e.sandbox)
+	e.rules = sandbox.NewReadRules(e.hidden, e.iso.Namespaces)
 	return e, nil
 }
 
@@ -277,6 +283,9 @@ func detect(command []string) sandbox.Isolation {
 
 // Close removes the executor's private directory.
 func (e *Executor) Close(context.Context) error {
+	if e.rules != nil {
+		_ = e.rules.Close()
+	}
 	if e.scratch != nil {
 		return e.scratch.Close()
 	}
@@ -313,8 +322,19 @@ func (e *Executor) Run(ctx context.Context, req runtime.Request) (runtime.Result
 		Namespaces: e.iso.Namespaces,
 		StatusFD:   3,
 	}
+	var extra []*os.File
+	if req.Policy != runtime.PolicyFull {
+		// The ruleset from the walk this executor keeps (sandbox.ReadRules), so that the verb
+		// does not walk the file system again; if it cannot be built here, the verb builds it
+		// and says what is wrong.
+		if f, flags, err := e.rules.Ruleset(o.Writable, o.Readable, e.minABI); err == nil {
+			defer f.Close()
+			extra = append(extra, f)
+			o.RulesetFD, o.RulesetFlags = 4, flags
+		}
+	}
 	argv := append(append([]string(nil), e.sandbox...), o.Args(e.bash, req.Ref)...)
-	return e.run(ctx, argv, e.env(req, tmp), req, timeout)
+	return e.run(ctx, argv, e.env(req, tmp), req, timeout, extra)
 }
 
 // check validates req in place (cleaning its paths).

@@ -30,6 +30,11 @@ func isolations(t *testing.T) map[string]Isolation {
 	out := map[string]Isolation{"no namespaces": {Reason: "forced by the test"}}
 	if iso := Detect([]string{exe, Verb}); iso.Namespaces {
 		out["namespaces"] = iso
+		if parentRulesets {
+			// TestParentRulesets runs these again in the isolation the executor uses here (the
+			// other is covered by the tests through sandboxed, which has no namespaces).
+			delete(out, "no namespaces")
+		}
 	} else {
 		t.Logf("no namespaces here: %s", iso.Reason)
 	}
@@ -38,6 +43,12 @@ func isolations(t *testing.T) map[string]Isolation {
 
 // sandboxedIn runs `bash -c script` through the verb, started as Isolation iso starts it.
 func sandboxedIn(t *testing.T, iso Isolation, env []string, o Options, script string) outcome {
+	t.Helper()
+	return sandboxedWith(t, iso, env, o, script, parentRuleset(t, iso.Namespaces, &o))
+}
+
+// sandboxedWith is sandboxedIn with the verb given ruleset (Options.RulesetFD) when not nil.
+func sandboxedWith(t *testing.T, iso Isolation, env []string, o Options, script string, ruleset *os.File) outcome {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -55,8 +66,11 @@ func sandboxedIn(t *testing.T, iso Isolation, env []string, o Options, script st
 	o.StatusFD = 3
 	o.Namespaces = iso.Namespaces
 	cmd := exec.Command(exe, append([]string{Verb}, o.Args(bash, "-c", script)...)...)
-	cmd.Env = append([]string{"PATH=/usr/bin:/bin", "LANG=C"}, env...)
+	cmd.Env = append([]string{"PATH=/usr/bin:/bin", "LANG=C", noExitSleep}, env...)
 	cmd.ExtraFiles = []*os.File{w}
+	if ruleset != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, ruleset)
+	}
 	cmd.SysProcAttr = iso.Attr()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

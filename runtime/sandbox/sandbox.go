@@ -1,8 +1,11 @@
-// Package sandbox owns the hidden `pixie __sandbox` verb that every hook script and script Skill
-// runs under: it contains the run's processes, confines them according to the session's sandbox
-// policy, starts the program (normally bash and a hook script) and stays behind as the run's
-// init process until the program ends. Because Landlock restricts the calling thread and what it
-// starts, the server never restricts itself: each run pays one extra exec of the pixie binary.
+// Package sandbox owns the sandbox verb that every hook script and script Skill runs under: it
+// contains the run's processes, confines them according to the session's sandbox policy, starts
+// the program (normally bash and a hook script) and stays behind as the run's init process until
+// the program ends. Because Landlock restricts the calling thread and what it starts, the server
+// never restricts itself: each run starts the verb in a process of its own, in the small sandbox
+// init program beside pixie (InitName, cmd/pixie-sandbox, found by FindInit), or in the pixie
+// binary itself (`pixie __sandbox`, Verb). The parent builds the run's Landlock ruleset from a
+// walk it keeps (ReadRules) and hands it to the verb (Options.RulesetFD).
 //
 // Processes (docs/sandbox.md, "Processes"). Where the machine allows it (Detect), the parent
 // starts the verb in new PID and mount namespaces (and a user namespace when the server is not
@@ -103,6 +106,13 @@ type Options struct {
 	// (normally 3, the first of exec.Cmd.ExtraFiles); zero means none, and failures are only
 	// written to stderr.
 	StatusFD int
+	// RulesetFD is the descriptor of a Landlock ruleset the parent built for this run
+	// (ReadRules.Ruleset: the read rules, /dev/null, Writable and Readable), to which the verb
+	// adds what only it can reach (the run's own /proc, the cwd as it moved there) before it
+	// restricts itself with it; zero means none, and the verb builds the whole ruleset itself.
+	// RulesetFlags are the flags of landlock_restrict_self that go with it.
+	RulesetFD    int
+	RulesetFlags uint32
 
 	probe bool // Detect's run: set up the namespaces, then exit
 }
@@ -129,6 +139,9 @@ func (o Options) Args(program string, args ...string) []string {
 	}
 	if o.Namespaces {
 		out = append(out, "-ns")
+	}
+	if o.RulesetFD != 0 {
+		out = append(out, "-ruleset-fd", strconv.Itoa(o.RulesetFD), "-ruleset-flags", strconv.FormatUint(uint64(o.RulesetFlags), 10))
 	}
 	out = append(out, "--", program)
 	return append(out, args...)
@@ -170,6 +183,9 @@ func Main(args []string) int {
 	if o.StatusFD > 2 {
 		// Never let the status pipe reach the program.
 		closeOnExec(o.StatusFD)
+	}
+	if o.RulesetFD > 2 {
+		closeOnExec(o.RulesetFD)
 	}
 	if err != nil {
 		report(o.StatusFD, err)
@@ -237,6 +253,9 @@ func parse(args []string) (Options, []string, error) {
 	fs.Var((*listFlag)(&o.Hidden), "hide", "hidden directory")
 	fs.IntVar(&o.MinABI, "min-abi", 0, "minimum Landlock ABI")
 	fs.BoolVar(&o.Namespaces, "ns", false, "started in new PID and mount namespaces")
+	fs.IntVar(&o.RulesetFD, "ruleset-fd", 0, "Landlock ruleset descriptor")
+	var rulesetFlags uint64
+	fs.Uint64Var(&rulesetFlags, "ruleset-flags", 0, "landlock_restrict_self flags")
 	fs.BoolVar(&o.probe, "probe", false, "only check that the namespaces can be set up")
 	if err := fs.Parse(args); err != nil {
 		return o, nil, fmt.Errorf("usage: %w", err)
@@ -246,6 +265,13 @@ func parse(args []string) (Options, []string, error) {
 	if o.StatusFD != 0 && o.StatusFD < 3 {
 		return o, nil, fmt.Errorf("status descriptor %d is not above stderr", o.StatusFD)
 	}
+	if o.RulesetFD != 0 && (o.RulesetFD < 3 || o.RulesetFD == o.StatusFD) {
+		return o, nil, fmt.Errorf("ruleset descriptor %d is not above stderr and apart from the status pipe", o.RulesetFD)
+	}
+	if rulesetFlags > 1<<31 {
+		return o, nil, fmt.Errorf("ruleset flags %d out of range", rulesetFlags)
+	}
+	o.RulesetFlags = uint32(rulesetFlags)
 	if !o.Policy.Valid() {
 		return o, nil, fmt.Errorf("unknown sandbox policy %q", policy)
 	}

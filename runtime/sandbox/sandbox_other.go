@@ -3,6 +3,7 @@
 package sandbox
 
 import (
+	"os"
 	"syscall"
 
 	"github.com/pixie-dev/pixie/internal/errs"
@@ -41,3 +42,17 @@ func run(Options, []string) (int, int, error) {
 func FindInit(string) ([]string, error) {
 	return nil, unsupported("the sandbox init runs only on Linux")
 }
+
+// ReadRules builds no ruleset outside Linux.
+type ReadRules struct{}
+
+// NewReadRules returns rules that build nothing.
+func NewReadRules([]string, bool) *ReadRules { return &ReadRules{} }
+
+// Ruleset reports that Landlock is unavailable.
+func (*ReadRules) Ruleset([]string, []string, int) (*os.File, uint32, error) {
+	return nil, 0, unsupported("the sandbox needs Linux Landlock")
+}
+
+// Close does nothing.
+func (*ReadRules) Close() error { return nil }
