@@ -75,30 +75,46 @@ json_string() {
   s=$out$raw
 }
 # json_command JSON sets cmd as above, failing when JSON is not a JSON object. It reads one token
-# at a time (json_token, matched on the next 256 bytes: a regexp costs as much as the text it is
-# given, and only a long string needs more; a run of [ or ] is one match, then taken one by one
-# from more) and keeps the open objects and arrays in stack (o for {, a for [); want is what may
-# come next: value, item0 (a value or ] after [), key, key0 (a key or } after {), colon, next (,
-# or the end of the innermost container) or end.
+# at a time: a bracket, a brace, a colon or a comma by its first byte, a string with
+# json_plain (no escape) or json_string, a number with json_number, each matched on the next 256
+# bytes (bash compiles a regexp at every match, at a cost that grows with the regexp, and
+# matches it at a cost that grows with the text), or on the rest when a string is longer. It
+# keeps the open objects and arrays in stack (o for {, a for [); want is what may come next:
+# value, item0 (a value or ] after [), key, key0 (a key or } after {), colon, next (, or the end
+# of the innermost container) or end.
 json_ws=$' \t\n\r'
-json_token='^['$json_ws']*("([^"\\]|\\.)*"|\[+|]+|[{}:,]|true|false|null|-?(0|[1-9][0-9]*)([.][0-9]+)?([eE][+-]?[0-9]+)?)'
+json_plain='^"[^"\\]*"'
+json_string='^"([^"\\]|\\.)*"'
+json_number='^-?(0|[1-9][0-9]*)([.][0-9]+)?([eE][+-]?[0-9]+)?'
 json_command() {
-  local off=0 w t more="" s want=value stack="" key="" in="" kind="" val k_command="" v_command="" k_cmd="" v_cmd=""
+  local off=0 w lead t s want=value stack="" key="" in="" kind="" val k_command="" v_command="" k_cmd="" v_cmd=""
   local -a parts=()
   while :; do
-    if [[ -n $more ]]; then
-      t=${more:0:1} more=${more:1}
-    else
-      w=${1:off:256}
-      if [[ $w =~ $json_token ]] && ((${#BASH_REMATCH[0]} < ${#w} || off + ${#w} == ${#1})); then
-        :
-      elif ! [[ ${1:off} =~ $json_token ]]; then
-        break
-      fi
-      t=${BASH_REMATCH[1]}
-      ((off += ${#BASH_REMATCH[0]}))
-      if [[ $t == [][]?* ]]; then more=${t:1} t=${t:0:1}; fi
-    fi
+    w=${1:off:256}
+    lead=${w%%[!$json_ws]*}
+    ((off += ${#lead}))
+    w=${w:${#lead}}
+    case $w in
+      '') break ;;
+      [][{}:,]*) t=${w:0:1} ;;
+      '"'*)
+        if [[ $w =~ $json_plain || $w =~ $json_string ]]; then
+          :
+        elif ! [[ ${1:off} =~ $json_string ]]; then
+          break
+        fi
+        t=${BASH_REMATCH[0]} ;;
+      true* | null*) t=${w:0:4} ;;
+      false*) t=false ;;
+      [-0-9]*)
+        [[ $w =~ $json_number ]] || break
+        t=${BASH_REMATCH[0]}
+        # A number that ends where the window does may go on past it.
+        if ((${#t} == ${#w})) && ! [[ ${1:off} =~ $json_number ]]; then break; fi
+        t=${BASH_REMATCH[0]} ;;
+      *) break ;;
+    esac
+    ((off += ${#t}))
     case $t in
       '{' | '[')
         [[ ($want == value || $want == item0) && ($t == '{' || -n $stack) ]] || return 1
@@ -248,10 +264,11 @@ simple() {
 main() {
   tool_command || exit 10
 
-  # Step 3: whole-command patterns.
-  if [[ $cmd =~ $re_pipe_shell || $cmd =~ $re_sub_shell ]]; then conclude_stop "$reason_pipe_shell"; fi
-  if [[ $cmd =~ $re_fork_bomb ]]; then conclude_stop "$reason_fork_bomb"; fi
-  if [[ $cmd =~ $re_disk ]]; then conclude_stop "$reason_disk"; fi
+  # Step 3: whole-command patterns; each is tried only on a command that holds the words it
+  # cannot match without (a glob costs far less than compiling the regexp).
+  if [[ $cmd == *curl* || $cmd == *wget* ]] && [[ $cmd =~ $re_pipe_shell || $cmd =~ $re_sub_shell ]]; then conclude_stop "$reason_pipe_shell"; fi
+  if [[ $cmd == *':()'* && $cmd =~ $re_fork_bomb ]]; then conclude_stop "$reason_fork_bomb"; fi
+  if [[ $cmd == *'>'*/dev/* && $cmd =~ $re_disk ]]; then conclude_stop "$reason_disk"; fi
 
   # Step 4: the simple commands (cut at ; & | ( ) ` and line breaks, quotes removed), each split
   # into words at spaces and tabs by the shell itself (set -f: never globbed).
