@@ -72,6 +72,9 @@ type Hints interface {
 	Confirm(ctx context.Context, takeID string) (int, error)
 	Rollback(ctx context.Context, takeID string) (int, error)
 	Renew(ctx context.Context, takeID string) (time.Time, error)
+	// RenderOutOfHistory renders the message a step carries: the proxy keeps it out of the
+	// chat history, so its header says so (hint.Queue.RenderOutOfHistory).
+	RenderOutOfHistory(hs []hint.Hint) string
 }
 
 var _ Hints = (*hint.Queue)(nil)
@@ -294,7 +297,7 @@ func (p *Proxy) prepare(r *http.Request, x *exchange, body []byte) *heldTake {
 	if take.ID == "" || len(take.Hints) == 0 {
 		return nil
 	}
-	edited, err := inject(x.ep, plain, take.Message)
+	edited, err := inject(x.ep, plain, p.hints.RenderOutOfHistory(take.Hints))
 	if err != nil {
 		p.finish(ctx, take.ID, false)
 		p.log.Info("proxy: the request has no place for hints; forwarded without them", "session", id.session, "err", err)

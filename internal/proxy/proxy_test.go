@@ -947,3 +947,27 @@ func TestCloseClosesIdleUpstreamConnections(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// The message the proxy injects is the spec's, word for word: through the proxy the hint is in
+// one request and never in the chat history, so with hints.locale zh its header is the spec's
+// whole sentence ("…，不占对话历史，仅本条可见"), where the hooks' header leaves that claim out.
+func TestProxyMessageIsTheSpecsZh(t *testing.T) {
+	const spec = "📌 旁路提示（用户在任务执行过程中插入，不占对话历史，仅本条可见）\n" +
+		"请在本步参考下面的要求，然后继续原来的任务；不要停下来等待确认，也不要把它当作新的用户回合。\n" +
+		"1. 先跑测试"
+	up := fakemodel.NewAnthropic(t, fakemodel.Steps(fakemodel.Reply{Text: "好"}))
+	r := newRig(t, proxy.Config{AnthropicURL: up.URL}, hint.Config{Locale: "zh"})
+	r.put("s1", "先跑测试")
+	c := anthropicClient(r.url(proxy.Anthropic), aoption.WithHeader("X-Pixie-Session-Id", "s1"))
+	if _, err := streamMessage(t, c, "step"); err != nil {
+		t.Fatal(err)
+	}
+	reqs := up.Requests()
+	if len(reqs) != 1 || reqs[0].LastUser != "step\n"+spec {
+		t.Fatalf("the last user turn is %q, want the prompt and then\n%s", reqs[0].LastUser, spec)
+	}
+	// The hooks' rendering of the same hint keeps the shorter header (the claim is false there).
+	if got := r.q.Render([]hint.Hint{{Text: "先跑测试"}}); strings.Contains(got, "不占对话历史") || !strings.HasPrefix(got, "📌 旁路提示（用户在任务执行过程中插入）\n") {
+		t.Fatalf("the hooks' message: %q", got)
+	}
+}
