@@ -28,7 +28,9 @@ import (
 // 401 itself (fail open or closed), sends AdapterHeader and gets the 401.
 //
 // ?host=claude-code|codex names the host (default: inferred from the input); ?preset= the
-// session's preset (default: hooks.defaultPreset).
+// session's preset (default: hooks.defaultPreset); ?proxy=1 says the host's model requests go
+// through Pixie's model-API proxy (hooks.Call.ViaProxy: hints and the replacements hooks cannot
+// make are left to the proxy). `pixie init` writes it with the proxy settings.
 
 // AdapterHeader marks a hook call from `pixie hook`, which wants error statuses as they are.
 const AdapterHeader = "X-Pixie-Hook-Adapter"
@@ -117,6 +119,13 @@ func (s *Server) hookClaudeCode(c echo.Context) error {
 	after := &later.Queue{}
 	defer after.Release()
 	call := hooks.Call{Preset: c.QueryParam("preset"), Host: c.QueryParam("host"), After: after}
+	switch c.QueryParam("proxy") {
+	case "", "0":
+	case "1":
+		call.ViaProxy = true
+	default:
+		return errs.New(errs.Invalid, "proxy must be 1 (the host goes through Pixie's model-API proxy) or 0, not %q", c.QueryParam("proxy"))
+	}
 	if r.Header.Get(HintHoldHeader) == "1" {
 		call.HoldHints = func(id string) { c.Response().Header().Set(HintTakeHeader, id) }
 	}

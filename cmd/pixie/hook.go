@@ -33,7 +33,12 @@ missing token) the adapter fails open (prints a systemMessage saying the step we
 exit 0) or closed (exit 2 with the reason on stderr: the prompt, tool call or tool result is
 blocked). Stop and SubagentStop always fail open: blocking
 there would make the agent keep working. The default comes from hooks.failOpen in pixie.yaml
-(PIXIE_HOOKS_FAIL_OPEN); the flags override it.`
+(PIXIE_HOOKS_FAIL_OPEN); the flags override it.
+
+--proxy says the host's model requests go through Pixie's model-API proxy (pixie init writes it
+with the proxy settings): the answers then carry no hints, which the proxy adds to the model
+request outside the chat history, and the replacements a hook cannot make (a user's message, a
+built-in tool's structured result) are made by the proxy in the request the model gets.`
 
 // Exit codes of the command adapter (Claude Code's command hook protocol).
 const (
@@ -49,6 +54,7 @@ type hookArgs struct {
 	timeout              time.Duration
 	failOpen, failClosed bool
 	host                 string // hooks.HostClaudeCode or hooks.HostCodex (the verb's argument)
+	proxy                bool   // the host goes through the model-API proxy (?proxy=1)
 }
 
 func hookFlags(fs *flag.FlagSet) runFunc {
@@ -59,6 +65,7 @@ func hookFlags(fs *flag.FlagSet) runFunc {
 	fs.DurationVar(&f.timeout, "timeout", 0, "server call timeout (default hooks.timeout, 30s)")
 	fs.BoolVar(&f.failOpen, "fail-open", false, "when the server cannot answer, let the step go on")
 	fs.BoolVar(&f.failClosed, "fail-closed", false, "when the server cannot answer, block the step (exit 2)")
+	fs.BoolVar(&f.proxy, "proxy", false, "the host's model requests go through Pixie's model-API proxy: hints and the replacements a hook cannot make are left to it (pixie init writes it with the proxy)")
 	return func(ctx context.Context, io cmdIO, pos []string) error {
 		if pos[0] != "claude" && pos[0] != "codex" {
 			return usagef("the adapter is `pixie hook claude` (Claude Code) or `pixie hook codex` (Codex), not %q", pos[0])
@@ -130,7 +137,7 @@ func runHookWith(ctx context.Context, f hookArgs, stdin io.Reader, stdout, stder
 		open = true
 	}
 
-	answer, err := hookCall(ctx, f.cf, f.host, f.preset, input, limit)
+	answer, err := hookCall(ctx, f.cf, f.host, f.preset, f.proxy, input, limit)
 	if errs.Is(err, errs.TooLarge) {
 		// Too large to check is not a server failure: the step goes on, and the user is told.
 		out := hooks.Output{SystemMessage: "Pixie did not check this step: " + err.Error()}
@@ -205,7 +212,7 @@ func (c *apiClient) hintClose(ctx context.Context, what, take string) (int, erro
 
 // hookCall posts the input to the server within limit and returns the answer. It asks the
 // server to hold the answer's hint take open (the caller confirms it after writing the answer).
-func hookCall(ctx context.Context, cf clientFlags, host, preset string, input []byte, limit time.Duration) (hookAnswer, error) {
+func hookCall(ctx context.Context, cf clientFlags, host, preset string, viaProxy bool, input []byte, limit time.Duration) (hookAnswer, error) {
 	c, err := newClient(cf)
 	if err != nil {
 		return hookAnswer{}, err
@@ -220,6 +227,9 @@ func hookCall(ctx context.Context, cf clientFlags, host, preset string, input []
 	}
 	if preset != "" {
 		q.Set("preset", preset)
+	}
+	if viaProxy {
+		q.Set("proxy", "1")
 	}
 	path := "/v1/hooks/claude-code"
 	if len(q) > 0 {

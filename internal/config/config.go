@@ -130,6 +130,7 @@ type WASMConfig struct {
 
 // HintsConfig is the hint queue.
 type HintsConfig struct {
+	Enabled              bool          `yaml:"enabled" doc:"turn hints on; off removes the hint routes, the MCP hint tools and the event stream, and neither the proxy nor the hooks deliver hints"`
 	MaxPerStep           int           `yaml:"maxPerStep" doc:"hints delivered per step"`
 	MaxContentChars      int           `yaml:"maxContentChars" doc:"hint length cap in code points"`
 	MaxPendingPerSession int           `yaml:"maxPendingPerSession" doc:"pending hints per session before the oldest is dropped"`
@@ -190,7 +191,7 @@ func Defaults(home string) Config {
 		Gates: GatesConfig{DefaultTimeout: 60 * time.Second},
 		WASM: WASMConfig{MaxModuleSize: 16 << 20, MemoryPages: 512, MaxInput: 1 << 20,
 			MaxOutput: 256 << 10, PoolSize: 2, MaxHostCalls: 200, MaxQueued: 64, QueueTimeout: time.Second, MemoryBudget: 1 << 30},
-		Hints: HintsConfig{MaxPerStep: 20, MaxContentChars: 2000, MaxPendingPerSession: 20,
+		Hints: HintsConfig{Enabled: true, MaxPerStep: 20, MaxContentChars: 2000, MaxPendingPerSession: 20,
 			KeepConsumed: 20, Heartbeat: 25 * time.Second, Lease: 2 * time.Minute, Locale: "en", Delivery: "auto"},
 		Proxy: ProxyConfig{AnthropicURL: "https://api.anthropic.com", OpenAIURL: "https://api.openai.com", InjectLimit: 32 << 20},
 		Hooks: HooksConfig{DefaultPreset: "default", Timeout: 90 * time.Second}, // above the 60 s default gate time limit

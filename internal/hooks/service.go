@@ -57,6 +57,11 @@ type Config struct {
 	// which keeps them out of the chat history; hints.delivery): the hook answers then carry none,
 	// so no hint reaches the model twice or lands in the transcript. Nil means hooks deliver hints.
 	HintsElsewhere func(ctx context.Context, session string) bool
+	// ProxyDeliversHints is set when the model-API proxy injects hints (hints.delivery is not
+	// hooks): a call whose host goes through the proxy (Call.ViaProxy) then never carries hints,
+	// from the session's first prompt on, whatever HintsElsewhere says (the proxy has not seen a
+	// new session before its first prompt, but it will carry that prompt's model request).
+	ProxyDeliversHints bool
 }
 
 // Service answers hook calls: it maps the input, keeps the session's turn, evaluates the gate,
@@ -118,6 +123,12 @@ type Call struct {
 	// After, when set, holds the work the gate's evaluation sets off until the caller's answer
 	// is sent (gate.EvalRequest.After, internal/later); nil starts it at once.
 	After *later.Queue
+	// ViaProxy says the host's model requests go through Pixie's model-API proxy (the hooks
+	// `pixie init` writes with the proxy say so: ?proxy=1, `pixie hook … --proxy`). Hints are
+	// then left to the proxy (Config.ProxyDeliversHints), and the replacements a hook cannot
+	// make (a user's message, a built-in tool's structured result) are left for the proxy to
+	// make in the request the model gets (Config.Rewrites).
+	ViaProxy bool
 }
 
 // Handle answers one hook call: input is the hook input JSON. It calls deliver with the output,
@@ -168,7 +179,8 @@ func (s *Service) Handle(ctx context.Context, call Call, input []byte, deliver f
 		}
 	}
 	var take hint.Take
-	if s.hints != nil && DeliversHints(ev, o) && (s.cfg.HintsElsewhere == nil || !s.cfg.HintsElsewhere(ctx, ev.SessionID)) {
+	if s.hints != nil && DeliversHints(ev, o) && !(call.ViaProxy && s.cfg.ProxyDeliversHints) &&
+		(s.cfg.HintsElsewhere == nil || !s.cfg.HintsElsewhere(ctx, ev.SessionID)) {
 		take, err = s.hints.Take(ctx, ev.SessionID)
 		if err != nil {
 			// The step goes on without hints; they stay pending for the next one.

@@ -539,6 +539,55 @@ func TestServiceHintsElsewhere(t *testing.T) {
 	}
 }
 
+// A call whose host goes through the proxy (Call.ViaProxy, ?proxy=1) carries no hints at all,
+// from a brand-new session's first prompt on (the proxy has never seen that session; its first
+// model request will carry the hint), when the proxy delivers hints; with hints.delivery hooks
+// (ProxyDeliversHints false) the hooks still deliver them.
+func TestServiceViaProxyLeavesHintsToTheProxy(t *testing.T) {
+	s := newStack(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name          string
+		proxyDelivers bool
+		want          bool // the hook answer carries the hint
+	}{
+		{name: "the proxy delivers", proxyDelivers: true, want: false},
+		{name: "hints.delivery hooks", proxyDelivers: false, want: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			svc, err := New(ctx, Config{Store: s.st, Gates: s.gates, Hints: s.hints, DefaultPreset: "p", ProxyDeliversHints: tc.proxyDelivers,
+				HintsElsewhere: func(context.Context, string) bool { return false }}) // a session the proxy never carried
+			if err != nil {
+				t.Fatal(err)
+			}
+			session := "new-" + strings.ReplaceAll(tc.name, " ", "-")
+			if _, err := s.hints.Put(ctx, session, "HINT-"+session); err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range []string{"user_prompt_submit", "post_tool_use"} {
+				var out Output
+				if err := svc.Handle(ctx, Call{Preset: "p", ViaProxy: true}, input(t, f, map[string]any{"session_id": session}), func(o Output) error { out = o; return nil }); err != nil {
+					t.Fatal(err)
+				}
+				got := strings.Contains(string(out.Marshal()), "HINT-"+session)
+				if f == "user_prompt_submit" && got != tc.want {
+					t.Fatalf("%s: the answer carries the hint: %v, want %v: %s", f, got, tc.want, out.Marshal())
+				}
+				if f == "post_tool_use" && got {
+					t.Fatalf("%s: the hint was delivered twice", f)
+				}
+			}
+			take, err := s.hints.TakeAndConfirm(ctx, session)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (len(take.Hints) == 1) == tc.want {
+				t.Fatalf("left pending: %d hints (want the hint pending only when the proxy delivers)", len(take.Hints))
+			}
+		})
+	}
+}
+
 // TestServiceAfterTheAnswer: a hook call's After holds the work its gate evaluation sets off
 // until the answer is sent: the run record is not in the store while After holds (the record
 // writer would have written it within milliseconds), and it is once After is released.

@@ -205,6 +205,14 @@ async function detail(main, ui, session, id) {
 // into the hint bar's composer for that session, to edit and send.
 function editAndSend(ui, r) {
   const text = r.suggestion || r.original || '';
+  if (ui.hints === false) {
+    // No hint bar on this server (hints.enabled is off): the text is shown to copy.
+    return h('section', { class: 'card restore', 'aria-label': 'Rejected input' },
+      h('h2', {}, 'This input was rejected'),
+      r.reason ? h('p', {}, h('strong', {}, 'Reason: '), r.reason) : null,
+      h('p', { class: 'muted' }, r.suggestion ? 'Pixie suggested a replacement:' : 'The original input:'),
+      h('pre', {}, text));
+  }
   const b = h('button', { type: 'button', 'data-action': 'edit-and-send' }, 'Edit and send');
   b.addEventListener('click', () => {
     window.dispatchEvent(new CustomEvent('pixie:compose', { detail: { text, sessionId: r.session } }));
