@@ -108,6 +108,10 @@ type Result struct {
 	Skipped string `json:"skipped,omitempty"`
 	// Error is the failure the error policy was applied to.
 	Error string `json:"error,omitempty"`
+	// ShowInChat is the "Show the result in the chat" setting of the gate that ran (false when
+	// none ran). Off, no note of the run reaches the host (an adapter shows the user nothing of
+	// its notes, error or suggestion); the run's record keeps them, and Studio shows them.
+	ShowInChat bool `json:"showInChat,omitempty"`
 	// Usage is the token usage of the model and helper calls.
 	Usage abi.Usage `json:"usage"`
 }
@@ -483,7 +487,7 @@ func (s *Service) finish(ctx context.Context, st *runState) (Result, error) {
 	d, out := s.decide(st)
 	res := Result{
 		Action: d.Action, Text: d.Text, Addition: d.Addition, Reason: d.Reason, Suggestion: d.Suggestion,
-		Notes: d.Notes, ConcludedBy: st.by, Gate: st.g.Name, Usage: st.usage,
+		Notes: d.Notes, ConcludedBy: st.by, Gate: st.g.Name, Usage: st.usage, ShowInChat: st.g.Advanced.ShowInChat,
 	}
 	if st.err != nil {
 		res.Error = st.err.Error()

@@ -453,6 +453,9 @@ func (r Result) AppendJSON(dst []byte) []byte {
 	dst = appendOptional(dst, `,"gate":`, r.Gate)
 	dst = appendOptional(dst, `,"skipped":`, r.Skipped)
 	dst = appendOptional(dst, `,"error":`, r.Error)
+	if r.ShowInChat {
+		dst = append(dst, `,"showInChat":true`...)
+	}
 	dst = append(dst, `,"usage":{"inputTokens":`...)
 	dst = strconv.AppendInt(dst, int64(r.Usage.InputTokens), 10)
 	dst = append(dst, `,"outputTokens":`...)

@@ -48,6 +48,10 @@ type Outcome struct {
 	Notes []string
 	// Error is a gate failure the "continue" error policy let pass; the user is told.
 	Error string
+	// Quiet is set when the gate that ran has "Show the result in the chat" off: nothing of its
+	// result is shown to the user (no systemMessage: not its notes, error or suggestion); its
+	// record keeps them. What the host must apply (a block, a reason, a replacement) still goes.
+	Quiet bool
 }
 
 // Output is a Claude Code hook output: the JSON object a command hook prints on stdout and an
@@ -233,7 +237,7 @@ func Render(ev Event, o Outcome, hints string) Output {
 			notice = append(notice, n)
 		}
 	}
-	if len(notice) > 0 {
+	if len(notice) > 0 && !o.Quiet {
 		out.SystemMessage = capString("Pixie: " + strings.Join(notice, "\n\n"))
 	}
 	if len(context) > 0 {

@@ -283,3 +283,39 @@ func TestDeliversHints(t *testing.T) {
 		}
 	}
 }
+
+// A gate whose "Show the result in the chat" is off (Outcome.Quiet) shows the user nothing: no
+// systemMessage with its notes, its error, its suggestion or output its point cannot apply,
+// while what the host must apply still goes out.
+func TestRenderQuiet(t *testing.T) {
+	tests := []struct {
+		name    string
+		fixture string
+		o       Outcome
+		check   func(Output) bool
+	}{
+		{"a note", "stop", Outcome{Notes: []string{"[한국어 번역]\n안녕"}}, func(o Output) bool { return o.Empty() }},
+		{"an error passed over", "pre_tool_use", Outcome{Error: "The gate timed out after 1s"}, func(o Output) bool { return o.Empty() }},
+		{"a rejection's suggestion", "user_prompt_submit", Outcome{Action: ActionRejected, Reason: "Name the directory.", Suggestion: "delete ./victim/build"},
+			func(o Output) bool { return o.Decision == "block" && o.Reason == "Name the directory." && o.SystemMessage == "" }},
+		{"a replacement that cannot apply", "pre_tool_use", Outcome{Action: ActionReplaced, Text: "rm -r ./victim"}, func(o Output) bool { return o.Empty() }},
+		{"a block", "pre_tool_use", Outcome{Action: ActionBlocked, Reason: "No.", Notes: []string{"denied"}},
+			func(o Output) bool { return specOf(o).PermissionDecision == "deny" && o.SystemMessage == "" }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ev, err := Map(fixture(t, tc.fixture))
+			if err != nil {
+				t.Fatal(err)
+			}
+			loud := Render(ev, tc.o, "")
+			if loud.SystemMessage == "" {
+				t.Fatalf("the control (Quiet off) shows nothing: %s", loud.Marshal())
+			}
+			tc.o.Quiet = true
+			if got := Render(ev, tc.o, ""); !tc.check(got) {
+				t.Fatalf("quiet: %s", got.Marshal())
+			}
+		})
+	}
+}

@@ -265,7 +265,8 @@ func (s *Service) evaluate(ctx context.Context, ev Event, preset string, turn in
 			"Create it (pixie gate apply -f gates.yaml), or point the hooks at an existing preset (pixie init … --preset P); pixie doctor checks the whole set-up.", preset)}}, nil
 	}
 	return Outcome{Action: res.Action, Gate: res.Gate, Text: res.Text, Addition: res.Addition,
-		Reason: res.Reason, Suggestion: res.Suggestion, Notes: res.Notes, Error: res.Error}, nil
+		Reason: res.Reason, Suggestion: res.Suggestion, Notes: res.Notes, Error: res.Error,
+		Quiet: res.ConcludedBy != "" && !res.ShowInChat}, nil
 }
 
 func pointNoun(p string) string {

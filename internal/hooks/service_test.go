@@ -588,6 +588,37 @@ func TestServiceViaProxyLeavesHintsToTheProxy(t *testing.T) {
 	}
 }
 
+// A gate with "Show the result in the chat" off sends the host none of its notes (no
+// systemMessage), at any point, while its record keeps them; the same output from a gate with
+// the setting on is shown.
+func TestServiceShowInChatOff(t *testing.T) {
+	s := newStack(t)
+	ctx := context.Background()
+	s.model.answer(abi.GateOutput{Note: "[한국어 번역 — 미확인]\nNOTE-QUIET", Reason: "REASON-QUIET"})
+	for _, f := range []string{"user_prompt_submit", "post_tool_use"} {
+		session := "quiet-" + f
+		out := s.handle(t, "quiet", input(t, f, map[string]any{"session_id": session}))
+		if raw := string(out.Marshal()); strings.Contains(raw, "NOTE-QUIET") || strings.Contains(raw, "REASON-QUIET") || out.SystemMessage != "" {
+			t.Fatalf("%s: a note reached the host: %s", f, raw)
+		}
+		page, err := s.gates.Records(ctx, session, "", 0)
+		if err != nil || len(page.Records) != 1 {
+			t.Fatalf("%s: records %+v %v", f, page, err)
+		}
+		rec, err := s.gates.Record(ctx, page.Records[0].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.ShowInChat || !strings.Contains(strings.Join(rec.Notes, "\n"), "NOTE-QUIET") {
+			t.Fatalf("%s: the record lost its notes: %+v", f, rec)
+		}
+		// The control: the same answer from a gate that shows its result.
+		if loud := s.handle(t, "p", input(t, f, map[string]any{"session_id": "loud-" + f})); !strings.Contains(loud.SystemMessage, "NOTE-QUIET") {
+			t.Fatalf("%s: the shown gate's note is missing: %s", f, loud.Marshal())
+		}
+	}
+}
+
 // TestServiceAfterTheAnswer: a hook call's After holds the work its gate evaluation sets off
 // until the answer is sent: the run record is not in the store while After holds (the record
 // writer would have written it within milliseconds), and it is once After is released.
