@@ -297,7 +297,9 @@ func TestRenderQuiet(t *testing.T) {
 		{"a note", "stop", Outcome{Notes: []string{"[한국어 번역]\n안녕"}}, func(o Output) bool { return o.Empty() }},
 		{"an error passed over", "pre_tool_use", Outcome{Error: "The gate timed out after 1s"}, func(o Output) bool { return o.Empty() }},
 		{"a rejection's suggestion", "user_prompt_submit", Outcome{Action: ActionRejected, Reason: "Name the directory.", Suggestion: "delete ./victim/build"},
-			func(o Output) bool { return o.Decision == "block" && o.Reason == "Name the directory." && o.SystemMessage == "" }},
+			func(o Output) bool {
+				return o.Decision == "block" && o.Reason == "Name the directory." && o.SystemMessage == ""
+			}},
 		{"a replacement that cannot apply", "pre_tool_use", Outcome{Action: ActionReplaced, Text: "rm -r ./victim"}, func(o Output) bool { return o.Empty() }},
 		{"a block", "pre_tool_use", Outcome{Action: ActionBlocked, Reason: "No.", Notes: []string{"denied"}},
 			func(o Output) bool { return specOf(o).PermissionDecision == "deny" && o.SystemMessage == "" }},
