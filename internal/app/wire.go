@@ -16,6 +16,7 @@ import (
 	"github.com/pixie-dev/pixie/internal/judge"
 	"github.com/pixie-dev/pixie/internal/model"
 	"github.com/pixie-dev/pixie/internal/proxy"
+	"github.com/pixie-dev/pixie/internal/rewrite"
 	"github.com/pixie-dev/pixie/internal/settings"
 	"github.com/pixie-dev/pixie/runtime"
 	"github.com/pixie-dev/pixie/runtime/bash"
@@ -135,9 +136,16 @@ func (a *App) wire(ctx context.Context, version string) error {
 	// delivers hints: the proxy for the sessions it carries (and for every session whose hooks
 	// say their host goes through it) and hooks for the others (auto), the proxy only, or the
 	// hooks only.
-	pcfg := proxy.Config{Store: st, AnthropicURL: cfg.Proxy.AnthropicURL, OpenAIURL: cfg.Proxy.OpenAIURL,
+	// The replacements hooks cannot make (a user's prompt, a built-in tool's structured result),
+	// which the hooks of a host going through the proxy leave for the proxy to make.
+	rws, err := rewrite.New(ctx, rewrite.Config{Store: st})
+	if err != nil {
+		return fmt.Errorf("rewrite: %w", err)
+	}
+	a.closers = append(a.closers, rws.Close)
+	pcfg := proxy.Config{Store: st, Rewrites: rws, AnthropicURL: cfg.Proxy.AnthropicURL, OpenAIURL: cfg.Proxy.OpenAIURL,
 		InjectLimit: cfg.Proxy.InjectLimit, NoInject: cfg.Hints.Delivery == "hooks", Lease: cfg.Hints.Lease, Logger: log}
-	hcfg := hooks.Config{Store: st, Gates: gates, DefaultPreset: cfg.Hooks.DefaultPreset, Logger: log}
+	hcfg := hooks.Config{Store: st, Gates: gates, Rewrites: rws, DefaultPreset: cfg.Hooks.DefaultPreset, Logger: log}
 	if hints != nil { // a nil *hint.Queue in an interface field would not be nil
 		pcfg.Hints, hcfg.Hints = hints, hints
 	}

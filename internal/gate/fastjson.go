@@ -148,6 +148,8 @@ func (d *fastDecoder) evalField(r *EvalRequest) func(string) bool {
 			return s.first(8) && d.bool(&r.Rejected)
 		case "host":
 			return s.first(9) && d.str(&r.Host)
+		case "replaceStructured":
+			return s.first(10) && d.bool(&r.ReplaceStructured)
 		}
 		return false
 	}

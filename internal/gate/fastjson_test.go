@@ -49,7 +49,7 @@ func TestDecodeEvalFast(t *testing.T) {
 		{"every escape", `{"target":"a\"b\\c\/d\be\ff\ng\rh\ti\u00e9\u4e2d\u0000"}`, true},
 		{"UTF-8 as written", `{"target":"héllo 中文 🙂"}`, true},
 		{"negative and zero turns", `{"turn":-0}`, true},
-		{"booleans", `{"structured":true,"rejected":false}`, true},
+		{"booleans", `{"structured":true,"rejected":false,"replaceStructured":true}`, true},
 		{"args of every kind", `{"tool":{"args":[1,-2.5e3,"x\"y",{"a":[true,false,null]},{}, []]}}`, true},
 		{"args a string", `{"tool":{"name":"Read","args":"just text"}}`, true},
 		{"args a number", `{"tool":{"args":12.5}}`, true},

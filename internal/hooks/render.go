@@ -52,6 +52,10 @@ type Outcome struct {
 	// result is shown to the user (no systemMessage: not its notes, error or suggestion); its
 	// record keeps them. What the host must apply (a block, a reason, a replacement) still goes.
 	Quiet bool
+	// ByProxy is set when the model-API proxy makes the replacement (Text) in the requests the
+	// model gets (Config.Rewrites): a user's message, or a structured tool result, which the
+	// host itself cannot replace. The answer then carries nothing of it to the model.
+	ByProxy bool
 }
 
 // Output is a Claude Code hook output: the JSON object a command hook prints on stdout and an
@@ -121,6 +125,10 @@ func DeliversHints(ev Event, o Outcome) bool {
 //     of the result, so the replacement goes out as the reason of a block.
 //   - a stop's suggested replacement at a message point never reaches the model: it is shown to
 //     the user (systemMessage).
+//   - a replacement the model-API proxy makes (Outcome.ByProxy: a prompt, a structured tool
+//     result) is not in the answer at all; the user is told.
+//   - with Outcome.Quiet (the gate's "Show the result in the chat" off) there is no
+//     systemMessage of the gate's result.
 func Render(ev Event, o Outcome, hints string) Output {
 	if !ev.Handled {
 		return Output{}
@@ -163,9 +171,12 @@ func Render(ev Event, o Outcome, hints string) Output {
 			out.Decision, out.Reason = "block", stopReason(o, "Your message was rejected")
 			suggest()
 		case ActionReplaced:
-			// Neither host can replace a prompt: the replacement reaches the model as context
-			// that supersedes the original, and the user is told.
-			context = append(context, "Pixie rewrote the user's message. Treat the text below as the user's message in place of the original one:\n\n"+o.Text)
+			// Neither host can replace a prompt: through the proxy the model gets the
+			// replacement in place of the prompt; otherwise it reaches the model as context
+			// that supersedes the original. The user is told either way.
+			if !o.ByProxy {
+				context = append(context, "Pixie rewrote the user's message. Treat the text below as the user's message in place of the original one:\n\n"+o.Text)
+			}
 			notice = append(notice, "Your message was rewritten for the agent:\n"+o.Text)
 		case ActionAppended:
 			context = append(context, o.Addition)
@@ -201,6 +212,12 @@ func Render(ev Event, o Outcome, hints string) Output {
 				spec.UpdatedToolOutput = withheldOutput(ev.ToolResponse, "[Pixie withheld this tool result: "+capString(out.Reason)+"]")
 			}
 		case ActionReplaced:
+			if ev.Structured && o.ByProxy {
+				// The proxy puts the replacement in place of the result in the model's requests;
+				// the host still shows the original.
+				notice = append(notice, "The agent gets this in place of the tool result:\n"+o.Text)
+				break
+			}
 			if ev.Structured {
 				asNote()
 				break

@@ -13,6 +13,7 @@ import (
 	"github.com/pixie-dev/pixie/internal/gate"
 	"github.com/pixie-dev/pixie/internal/hint"
 	"github.com/pixie-dev/pixie/internal/later"
+	"github.com/pixie-dev/pixie/internal/rewrite"
 	"github.com/pixie-dev/pixie/internal/store"
 	"github.com/pixie-dev/pixie/sdk/abi"
 )
@@ -31,9 +32,17 @@ type Hints interface {
 	TurnEnd(session string) error
 }
 
+// Rewrites keeps the replacements a hook cannot make, for the model-API proxy to make in the
+// session's requests; *rewrite.Rules implements it.
+type Rewrites interface {
+	ReplaceMessage(ctx context.Context, session, original, replacement string) error
+	ReplaceToolResult(ctx context.Context, session, callID, replacement string) error
+}
+
 var (
 	_ Evaluator = (*gate.Service)(nil)
 	_ Hints     = (*hint.Queue)(nil)
+	_ Rewrites  = (*rewrite.Rules)(nil)
 )
 
 // Config configures a Service. The zero value works.
@@ -62,17 +71,24 @@ type Config struct {
 	// from the session's first prompt on, whatever HintsElsewhere says (the proxy has not seen a
 	// new session before its first prompt, but it will carry that prompt's model request).
 	ProxyDeliversHints bool
+	// Rewrites keeps, for a call whose host goes through the proxy (Call.ViaProxy), the
+	// replacements the host cannot make: a replaced user message (the main agent's), and a
+	// replaced structured tool result (a built-in tool's object). The proxy then makes them in
+	// the requests the model gets, and the answer carries none of them. Nil means such
+	// replacements are handled as without a proxy (additional context, a note).
+	Rewrites Rewrites
 }
 
 // Service answers hook calls: it maps the input, keeps the session's turn, evaluates the gate,
 // takes the session's pending hints where the answer can carry them, and renders the output.
 // It is safe for concurrent use.
 type Service struct {
-	st    *store.Store
-	gates Evaluator
-	hints Hints
-	cfg   Config
-	log   *slog.Logger
+	st       *store.Store
+	gates    Evaluator
+	hints    Hints
+	rewrites Rewrites
+	cfg      Config
+	log      *slog.Logger
 }
 
 // New returns a Service. It returns no error.
@@ -88,7 +104,7 @@ func New(_ context.Context, cfg Config) (*Service, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Service{st: st, gates: gates, hints: hints, cfg: cfg, log: log}, nil
+	return &Service{st: st, gates: gates, hints: hints, rewrites: cfg.Rewrites, cfg: cfg, log: log}, nil
 }
 
 // Close releases nothing; it is there so that every component closes alike.
@@ -168,9 +184,15 @@ func (s *Service) Handle(ctx context.Context, call Call, input []byte, deliver f
 			return err
 		}
 	}
-	o, err := s.evaluate(ctx, ev, preset, turn, call.After)
+	// Through the proxy a structured tool result can be replaced as a whole (by call id).
+	proxied := call.ViaProxy && s.rewrites != nil
+	replaceStructured := proxied && ev.Point == abi.PointToolAfter && ev.Structured && validRef(ev.ToolUseID)
+	o, err := s.evaluate(ctx, ev, preset, turn, call.After, replaceStructured)
 	if err != nil {
 		return err
+	}
+	if proxied && o.Action == ActionReplaced {
+		o.ByProxy = s.leaveToProxy(ctx, ev, o, replaceStructured)
 	}
 	if s.hints != nil && ev.Agent == AgentRoot &&
 		((ev.Name == EventStop && o.Action != ActionSteered) || (ev.Name == EventUserPromptSubmit && o.Action == ActionRejected)) {
@@ -210,6 +232,28 @@ func (s *Service) Handle(ctx context.Context, call Call, input []byte, deliver f
 	return derr
 }
 
+// leaveToProxy keeps a replacement the host cannot make for the proxy, and reports whether it
+// did: a main agent's replaced prompt, or a replaced structured tool result. It is written
+// before the answer goes out, so the proxy has it for the model request that follows. When it
+// cannot be kept, the answer handles the replacement as without a proxy.
+func (s *Service) leaveToProxy(ctx context.Context, ev Event, o Outcome, structuredResult bool) bool {
+	var err error
+	switch {
+	case ev.Point == abi.PointUserMessage && ev.Agent == AgentRoot:
+		err = s.rewrites.ReplaceMessage(ctx, ev.SessionID, ev.Target, o.Text)
+	case ev.Point == abi.PointToolAfter && structuredResult:
+		err = s.rewrites.ReplaceToolResult(ctx, ev.SessionID, ev.ToolUseID, o.Text)
+	default:
+		return false
+	}
+	if err != nil {
+		s.log.Warn("hooks: a replacement could not be left to the model-API proxy; the answer carries it as without the proxy",
+			"session", ev.SessionID, "point", ev.Point, "err", err)
+		return false
+	}
+	return true
+}
+
 // finishTake confirms or rolls back a take; it runs even when ctx ended (the answer is out).
 func (s *Service) finishTake(ctx context.Context, id string, delivered bool) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -226,7 +270,7 @@ func (s *Service) finishTake(ctx context.Context, id string, delivered bool) {
 }
 
 // evaluate runs the gate for ev and converts its result.
-func (s *Service) evaluate(ctx context.Context, ev Event, preset string, turn int, after *later.Queue) (Outcome, error) {
+func (s *Service) evaluate(ctx context.Context, ev Event, preset string, turn int, after *later.Queue, replaceStructured bool) (Outcome, error) {
 	if s.gates == nil {
 		return Outcome{Action: ActionNone}, nil
 	}
@@ -239,6 +283,8 @@ func (s *Service) evaluate(ctx context.Context, ev Event, preset string, turn in
 		Structured: ev.Structured,
 		Host:       ev.Host,
 		After:      after,
+
+		ReplaceStructured: replaceStructured,
 	}
 	if ev.ToolName != "" {
 		req.Tool = &gate.Tool{Name: ev.ToolName, Args: ev.ToolInput}

@@ -14,6 +14,7 @@ import (
 	"github.com/pixie-dev/pixie/internal/gate"
 	"github.com/pixie-dev/pixie/internal/hint"
 	"github.com/pixie-dev/pixie/internal/later"
+	"github.com/pixie-dev/pixie/internal/rewrite"
 	"github.com/pixie-dev/pixie/internal/store"
 	"github.com/pixie-dev/pixie/sdk/abi"
 )
@@ -616,6 +617,79 @@ func TestServiceShowInChatOff(t *testing.T) {
 		if loud := s.handle(t, "p", input(t, f, map[string]any{"session_id": "loud-" + f})); !strings.Contains(loud.SystemMessage, "NOTE-QUIET") {
 			t.Fatalf("%s: the shown gate's note is missing: %s", f, loud.Marshal())
 		}
+	}
+}
+
+// Through the proxy (Call.ViaProxy) the replacements a hook cannot make are left to the proxy:
+// a replaced prompt becomes a message rule (and no additionalContext tells the model to treat
+// it as the user's message), a replaced structured tool result a tool-result rule for its call
+// (the gate applies it instead of making it a note; the answer carries no updatedToolOutput).
+// Without the proxy the answers are as before.
+func TestServiceLeavesReplacementsToTheProxy(t *testing.T) {
+	s := newStack(t)
+	ctx := context.Background()
+	rw, err := rewrite.New(ctx, rewrite.Config{Store: s.st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := New(ctx, Config{Store: s.st, Gates: s.gates, Hints: s.hints, DefaultPreset: "p", Rewrites: rw, ProxyDeliversHints: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handle := func(viaProxy bool, fixture, session string) Output {
+		t.Helper()
+		var out Output
+		if err := svc.Handle(ctx, Call{Preset: "p", ViaProxy: viaProxy}, input(t, fixture, map[string]any{"session_id": session}), func(o Output) error { out = o; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	lastRecord := func(session string) gate.Record {
+		t.Helper()
+		page, err := s.gates.Records(ctx, session, "", 1)
+		if err != nil || len(page.Records) != 1 {
+			t.Fatalf("records: %+v %v", page, err)
+		}
+		rec, err := s.gates.Record(ctx, page.Records[0].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	ev, _ := Map(input(t, "user_prompt_submit", nil))
+
+	s.model.answer(abi.GateOutput{Replace: "NEW-PROMPT: move ./victim to ./trash"})
+	out := handle(true, "user_prompt_submit", "rw-prompt")
+	if specOf(out).AdditionalContext != "" || !strings.Contains(out.SystemMessage, "Your message was rewritten for the agent:\nNEW-PROMPT") {
+		t.Fatalf("through the proxy: %s", out.Marshal())
+	}
+	rs, err := rw.For(ctx, "rw-prompt")
+	if err != nil || len(rs) != 1 || rs[0].Kind != rewrite.KindMessage || !rs[0].Matches(ev.Target) || rs[0].Text != "NEW-PROMPT: move ./victim to ./trash" {
+		t.Fatalf("rules: %+v %v", rs, err)
+	}
+	if out := handle(false, "user_prompt_submit", "rw-prompt-hooks"); !strings.Contains(specOf(out).AdditionalContext, "Treat the text below as the user's message") {
+		t.Fatalf("without the proxy: %s", out.Marshal())
+	}
+	if rs, _ := rw.For(ctx, "rw-prompt-hooks"); len(rs) != 0 {
+		t.Fatalf("a rule without the proxy: %+v", rs)
+	}
+
+	s.model.answer(abi.GateOutput{Replace: "TA-DIGEST: two files"})
+	out = handle(true, "post_tool_use", "rw-tool")
+	if h := specOf(out); len(h.UpdatedToolOutput) != 0 || out.Decision != "" || !strings.Contains(out.SystemMessage, "The agent gets this in place of the tool result:\nTA-DIGEST") {
+		t.Fatalf("through the proxy: %s", out.Marshal())
+	}
+	if rec := lastRecord("rw-tool"); rec.Action != gate.ActionReplaced || rec.Final != "TA-DIGEST: two files" || !rec.Structured {
+		t.Fatalf("record: %+v", rec)
+	}
+	rs, err = rw.For(ctx, "rw-tool")
+	if err != nil || len(rs) != 1 || rs[0].Kind != rewrite.KindToolResult || rs[0].CallID != "toolu_02" || rs[0].Text != "TA-DIGEST: two files" {
+		t.Fatalf("rules: %+v %v", rs, err)
+	}
+	out = handle(false, "post_tool_use", "rw-tool-hooks")
+	if rec := lastRecord("rw-tool-hooks"); rec.Action != gate.ActionNone || !strings.Contains(strings.Join(rec.Notes, "\n"), "TA-DIGEST") ||
+		!strings.Contains(out.SystemMessage, "TA-DIGEST") {
+		t.Fatalf("without the proxy the replacement is a note: %+v %s", rec, out.Marshal())
 	}
 }
 

@@ -53,7 +53,7 @@ var rules = []rule{
 	{name: "hostfuncs", pattern: "./hostfuncs/...", deny: []string{echo, badger, pgx, server, rtime}},
 	{name: "store-portable", pattern: "./internal/store", deny: []string{echo, wazero, badger, pgx}},
 	{name: "store-drivers", pattern: "./internal/store/...", deny: []string{echo, wazero}},
-	{name: "domain", pattern: "./internal/gate/... ./internal/helper/... ./internal/hint/... ./internal/judge/... ./internal/model/... ./internal/pet/... ./internal/channel/... ./internal/proxy/...",
+	{name: "domain", pattern: "./internal/gate/... ./internal/helper/... ./internal/hint/... ./internal/judge/... ./internal/model/... ./internal/pet/... ./internal/channel/... ./internal/proxy/... ./internal/rewrite/...",
 		deny: []string{echo, badger, pgx, wazero, extism, app}},
 	// The per-run helper serves gate rules and Pet's Skills as siblings: it knows neither, and
 	// Pet reaches it without going through the gate.
