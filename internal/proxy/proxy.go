@@ -29,6 +29,17 @@
 //
 // The session comes from the host's headers (identify.go), else from the body's metadata; a
 // request whose session cannot be told takes only global hints.
+//
+// # Replacements
+//
+// The same requests carry the session's rewrites (internal/rewrite, rewrite.go): a gate's
+// replacement of a user's prompt or of a structured tool result, which the host could not make
+// itself, is spliced into every request of the session that still holds the original (a pending
+// prompt rewrite into the next step's latest user message, then at that place; a tool result by
+// call id). Its first application is recorded before the request goes out. A session whose
+// rewrites cannot be read, recorded or applied (an unreadable store, a body over the limit or in
+// an encoding the proxy cannot decode) gets an error answer instead of the original. Hints are
+// added after the rewrites.
 package proxy
 
 import (
