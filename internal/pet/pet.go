@@ -65,6 +65,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pixie-dev/pixie/internal/agent"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/helper"
 	"github.com/pixie-dev/pixie/internal/keylock"
@@ -115,8 +116,8 @@ type Config struct {
 	MaxSkillModuleSize int64
 	// RunTimeout bounds one Run (executor, model and helper calls together); zero means 60s.
 	RunTimeout time.Duration
-	// ScriptPolicy is the sandbox policy of script and WASM Skills; empty means read-only.
-	ScriptPolicy runtime.Policy
+	// Agent configures the built-in agent instruction Skills run on.
+	Agent AgentConfig
 	// MaxHistory is how many earlier Invocations of its Task a Run sees; zero means 20.
 	MaxHistory int
 	// Helpers opens the helper of script and WASM Runs (`pixie ask` / `pixie judge`, the
@@ -156,11 +157,14 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxHistory == 0 {
 		c.MaxHistory = DefaultMaxHistory
 	}
-	if c.ScriptPolicy == "" {
-		c.ScriptPolicy = runtime.PolicyReadOnly
+	if c.Agent.MaxSteps < 0 || c.Agent.MaxTokens < 0 || c.Agent.ShellTimeout < 0 {
+		return c, errs.New(errs.Invalid, "pet: the agent's limits must not be negative")
 	}
-	if !c.ScriptPolicy.Valid() {
-		return c, errs.New(errs.Invalid, "pet: unknown script policy %q", c.ScriptPolicy)
+	if c.Agent.MaxSteps == 0 {
+		c.Agent.MaxSteps = agent.DefaultMaxSteps
+	}
+	if c.Agent.MaxTokens == 0 {
+		c.Agent.MaxTokens = agent.DefaultMaxTokens
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -182,11 +186,36 @@ func (c Config) withDefaults() (Config, error) {
 		}
 		c.Workspace = filepath.Join(home, "pet", "workspace")
 	}
+	if len(c.Agent.Hidden) == 0 && c.Home != "" {
+		c.Agent.Hidden = []string{c.Home}
+	}
 	if !filepath.IsAbs(c.Workspace) {
 		return c, errs.New(errs.Invalid, "pet: the workspace %q is not an absolute path", c.Workspace)
 	}
 	c.Workspace = filepath.Clean(c.Workspace)
 	return c, nil
+}
+
+// AgentConfig configures the built-in agent (internal/agent) that instruction Skills run on:
+// SKILL.md's body as the system prompt, the tools list, read, search and shell over the
+// snapshot's cwd, at the Skill's sandbox policy.
+type AgentConfig struct {
+	// MaxSteps caps the model turns of one Run; zero means agent.DefaultMaxSteps (20).
+	MaxSteps int
+	// MaxTokens caps the tokens of one Run (input and output of every model turn, summed);
+	// zero means agent.DefaultMaxTokens (200000).
+	MaxTokens int
+	// ShellTimeout bounds one shell command, within the Run's time limit; zero means
+	// agent.DefaultShellTimeout (60s).
+	ShellTimeout time.Duration
+	// Gates checks every tool call of the agent and its result (tool-before, tool-after),
+	// with the gates of Preset; nil means no gates.
+	Gates agent.Gates
+	// Preset is the preset whose gates apply to the agent's tool calls.
+	Preset string
+	// Hidden are directories the agent's file tools never show, even inside the snapshot's cwd
+	// (the Pixie home); empty means Home.
+	Hidden []string
 }
 
 // Service is Pet. It is safe for concurrent use.

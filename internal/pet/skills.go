@@ -8,6 +8,7 @@ import (
 
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/store"
+	"github.com/pixie-dev/pixie/runtime"
 )
 
 // Skill is a registered Skill: a link from its name to the directory the user gave, never a
@@ -24,8 +25,12 @@ type Skill struct {
 	Shortcut bool `json:"shortcut"`
 	// Identity is the directory's device and inode ("dev:ino") as registered (or as accepted by
 	// the last projection rebuild): another directory at the same path is drift.
-	Identity     string    `json:"identity,omitempty"`
-	RegisteredAt time.Time `json:"registeredAt"`
+	Identity string `json:"identity,omitempty"`
+	// Sandbox is the sandbox policy registration granted (what SKILL.md asked for, confirmed):
+	// read-only or workspace-write. Every Run of the Skill uses it (or less, when SKILL.md now
+	// asks for less); empty in older records means read-only.
+	Sandbox      runtime.Policy `json:"sandbox,omitempty"`
+	RegisteredAt time.Time      `json:"registeredAt"`
 	UpdatedAt    time.Time `json:"updatedAt"`
 }
 
@@ -35,7 +40,10 @@ type Inspection struct {
 	Name        string      `json:"name"`
 	Description string      `json:"description"`
 	Kind        SkillKind   `json:"kind"`
-	Files       []SkillFile `json:"files"`
+	// Sandbox is the sandbox policy SKILL.md asks for (its "sandbox" key; read-only when
+	// absent). Registration must confirm it.
+	Sandbox runtime.Policy `json:"sandbox"`
+	Files   []SkillFile    `json:"files"`
 	TotalSize   int64       `json:"totalSize"`
 	// Fingerprint digests every file's path and content; Register requires it, so the Skill
 	// registered is the one inspected.
@@ -55,7 +63,7 @@ func (s *Service) Inspect(ctx context.Context, path string) (Inspection, error) 
 	if err != nil {
 		return Inspection{}, err
 	}
-	in := Inspection{Path: p, Name: sc.name, Description: sc.description, Kind: sc.kind,
+	in := Inspection{Path: p, Name: sc.name, Description: sc.description, Kind: sc.kind, Sandbox: sc.sandbox,
 		Files: sc.files, TotalSize: sc.total, Fingerprint: sc.fingerprint}
 	err = s.st.View(ctx, func(tx *store.Tx) error {
 		old, err := skillsC.Get(tx, sc.name)
@@ -79,6 +87,9 @@ type RegisterRequest struct {
 	// Fingerprint is required and must equal the fingerprint Inspect showed: what is registered
 	// is what was inspected, unchanged since.
 	Fingerprint string `json:"fingerprint"`
+	// Sandbox confirms the sandbox policy the Skill asks for (Inspection.Sandbox): it must
+	// equal it. It may be left out only when the Skill asks for read-only.
+	Sandbox runtime.Policy `json:"sandbox,omitempty"`
 	// Enabled and Shortcut set those facts at once (both default to false).
 	Enabled  bool `json:"enabled,omitempty"`
 	Shortcut bool `json:"shortcut,omitempty"`
@@ -103,11 +114,17 @@ func (s *Service) Register(ctx context.Context, req RegisterRequest) (SkillView,
 	if req.Fingerprint != sc.fingerprint {
 		return SkillView{}, errs.New(errs.Conflict, "the Skill at %s changed since it was inspected (or the fingerprint is not the one inspection showed); inspect it again", p)
 	}
+	switch {
+	case req.Sandbox == "" && sc.sandbox != runtime.PolicyReadOnly:
+		return SkillView{}, errs.New(errs.Invalid, "the Skill %s asks for the %s sandbox (its commands may change files in the snapshot's folder): confirm it by registering with sandbox %q", sc.name, sc.sandbox, sc.sandbox)
+	case req.Sandbox != "" && req.Sandbox != sc.sandbox:
+		return SkillView{}, errs.New(errs.Conflict, "the Skill %s asks for the %s sandbox, not %q: inspect it again and confirm what it asks for", sc.name, sc.sandbox, req.Sandbox)
+	}
 	s.skillMu.Lock()
 	defer s.skillMu.Unlock()
 	now := s.now()
 	sk := Skill{Name: sc.name, Path: p, Description: sc.description, Enabled: req.Enabled,
-		Shortcut: req.Shortcut, Identity: sc.identity, RegisteredAt: now, UpdatedAt: now}
+		Shortcut: req.Shortcut, Identity: sc.identity, Sandbox: sc.sandbox, RegisteredAt: now, UpdatedAt: now}
 	// Check first, so that a refused registration leaves no projection entry behind.
 	if err := s.st.View(ctx, func(tx *store.Tx) error { return s.checkNewSkill(tx, sk) }); err != nil {
 		return SkillView{}, err
@@ -243,6 +260,9 @@ type SkillView struct {
 	Skill
 	// Kind is how the Skill runs now (empty when it does not resolve).
 	Kind SkillKind `json:"kind,omitempty"`
+	// SandboxAsked is the sandbox policy SKILL.md asks for now (empty when it does not
+	// resolve); more than Sandbox (the grant) makes the Skill fail closed.
+	SandboxAsked runtime.Policy `json:"sandboxAsked,omitempty"`
 	// Resolvable reports that the link resolves to a directory that passes validation now.
 	Resolvable bool `json:"resolvable"`
 	// Projection is the state of the Skill's entry in the Pet workspace: ok, absent (a disabled
@@ -313,9 +333,11 @@ func notFoundSkill(name string, err error) error {
 // viewSkill computes a Skill's live state; it never fails (problems become the Reason).
 func (s *Service) viewSkill(ctx context.Context, sk Skill) SkillView {
 	v := SkillView{Skill: sk}
+	v.Sandbox = sk.granted()
 	st := s.skillState(ctx, sk)
 	if st.scan != nil {
 		v.Kind = st.scan.kind
+		v.SandboxAsked = st.scan.sandbox
 		v.Description = st.scan.description
 	}
 	v.Resolvable = st.resolveErr == nil

@@ -219,7 +219,7 @@ func (s *Service) executorAvailable(ctx context.Context, kind SkillKind) (bool, 
 			return false, "no " + string(kind) + " executor is configured"
 		}
 		if p, ok := ex.(Prober); ok {
-			if err := p.Probe(ctx, s.cfg.ScriptPolicy); err != nil {
+			if err := p.Probe(ctx, runtime.PolicyReadOnly); err != nil {
 				return false, msgOf(err)
 			}
 		}
