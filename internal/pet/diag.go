@@ -55,7 +55,7 @@ type DriftEntry struct {
 func (s *Service) Diagnostics(ctx context.Context) (Diagnostics, error) {
 	d := Diagnostics{Paths: s.Paths(), Allowlist: []string{}, Skills: []SkillView{}, Drift: []DriftEntry{},
 		Stray: []string{}, Executors: map[SkillKind]Availability{}, ScriptPolicy: string(runtime.PolicyReadOnly),
-		Agent: AgentInfo{MaxSteps: s.cfg.Agent.MaxSteps, MaxTokens: s.cfg.Agent.MaxTokens, Preset: s.cfg.Agent.Preset, Gates: s.cfg.Agent.Gates != nil},
+		Agent:    AgentInfo{MaxSteps: s.cfg.Agent.MaxSteps, MaxTokens: s.cfg.Agent.MaxTokens, Preset: s.cfg.Agent.Preset, Gates: s.cfg.Agent.Gates != nil},
 		Builtins: []WheelEntry{}}
 	for _, k := range []SkillKind{KindWASM, KindScript, KindInstructions} {
 		ok, reason := s.executorAvailable(ctx, k)

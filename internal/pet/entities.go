@@ -270,8 +270,8 @@ type Run struct {
 // (inputs and outputs capped at 16 KiB, environment values redacted).
 type ToolCall struct {
 	// N counts the Run's tool calls from 1; Step is the model turn that made it.
-	N    int `json:"n"`
-	Step int `json:"step"`
+	N    int    `json:"n"`
+	Step int    `json:"step"`
 	Name string `json:"name"`
 	// Input is the call's arguments (JSON).
 	Input json.RawMessage `json:"input"`

@@ -31,20 +31,20 @@ type Skill struct {
 	// asks for less); empty in older records means read-only.
 	Sandbox      runtime.Policy `json:"sandbox,omitempty"`
 	RegisteredAt time.Time      `json:"registeredAt"`
-	UpdatedAt    time.Time `json:"updatedAt"`
+	UpdatedAt    time.Time      `json:"updatedAt"`
 }
 
 // Inspection is the read-only result of looking at a Skill directory before registering it.
 type Inspection struct {
-	Path        string      `json:"path"`
-	Name        string      `json:"name"`
-	Description string      `json:"description"`
-	Kind        SkillKind   `json:"kind"`
+	Path        string    `json:"path"`
+	Name        string    `json:"name"`
+	Description string    `json:"description"`
+	Kind        SkillKind `json:"kind"`
 	// Sandbox is the sandbox policy SKILL.md asks for (its "sandbox" key; read-only when
 	// absent). Registration must confirm it.
-	Sandbox runtime.Policy `json:"sandbox"`
-	Files   []SkillFile    `json:"files"`
-	TotalSize   int64       `json:"totalSize"`
+	Sandbox   runtime.Policy `json:"sandbox"`
+	Files     []SkillFile    `json:"files"`
+	TotalSize int64          `json:"totalSize"`
 	// Fingerprint digests every file's path and content; Register requires it, so the Skill
 	// registered is the one inspected.
 	Fingerprint string `json:"fingerprint"`
