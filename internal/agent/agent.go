@@ -296,9 +296,10 @@ func (cfg Config) call(ctx context.Context, tools map[string]Tool, c model.ToolC
 	text, runErr := tool.Run(ctx, c.Input)
 	isErr := runErr != nil
 	if isErr {
-		text = "error: " + msgOf(runErr)
-		if strings.TrimSpace(text) == "error:" {
-			text = "error"
+		// The flag says it failed (the chat completions provider also puts "error: " first).
+		text = msgOf(runErr)
+		if strings.TrimSpace(text) == "" {
+			text = "the tool failed"
 		}
 	}
 	text = cfg.Redact(text)
