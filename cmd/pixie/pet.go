@@ -16,6 +16,7 @@ import (
 
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/pet"
+	"github.com/pixie-dev/pixie/runtime"
 )
 
 // petLeaf is one `pixie pet` subcommand: key is its name in petCLI.run ("skills ls"), defs
@@ -130,13 +131,13 @@ func (p petCLI) run(ctx context.Context, cmd string, pos []string) (int, error) 
 			return 0, p.json(list)
 		}
 		tw := tabwriter.NewWriter(p.out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAME\tKIND\tENABLED\tSHORTCUT\tPROJECTION\tAVAILABLE\tPATH")
+		fmt.Fprintln(tw, "NAME\tKIND\tSANDBOX\tENABLED\tSHORTCUT\tPROJECTION\tAVAILABLE\tPATH")
 		for _, s := range list.Skills {
 			avail := "yes"
 			if !s.Available {
 				avail = "no: " + s.Reason
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%v\t%v\t%s\t%s\t%s\n", s.Name, orDash(string(s.Kind)), s.Enabled, s.Shortcut, s.Projection, avail, s.Path)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%v\t%s\t%s\t%s\n", s.Name, orDash(string(s.Kind)), orDash(string(s.Sandbox)), s.Enabled, s.Shortcut, s.Projection, avail, s.Path)
 		}
 		return 0, tw.Flush()
 	case "skills enable", "skills disable":
@@ -317,8 +318,8 @@ func (p petCLI) patchSkill(ctx context.Context, name string, body map[string]boo
 }
 
 func (p petCLI) printInspection(in pet.Inspection) {
-	fmt.Fprintf(p.out, "name:        %s\ndescription: %s\nkind:        %s\npath:        %s\nfiles:       %d (%d bytes)\n",
-		in.Name, in.Description, in.Kind, in.Path, len(in.Files), in.TotalSize)
+	fmt.Fprintf(p.out, "name:        %s\ndescription: %s\nkind:        %s\nsandbox:     %s\npath:        %s\nfiles:       %d (%d bytes)\n",
+		in.Name, in.Description, in.Kind, sandboxText(in.Sandbox), in.Path, len(in.Files), in.TotalSize)
 	for _, f := range in.Files {
 		fmt.Fprintf(p.out, "  %8d  %s\n", f.Size, f.Path)
 	}
@@ -336,19 +337,25 @@ func (p petCLI) registerSkill(ctx context.Context, path string) (int, error) {
 	}
 	p.printInspection(in)
 	if !p.f.yes {
-		fmt.Fprintf(p.out, "Register %s → %s? [y/N] ", in.Name, in.Path)
+		grant := ""
+		if in.Sandbox != "" && in.Sandbox != runtime.PolicyReadOnly {
+			grant = fmt.Sprintf(", granting the %s sandbox", in.Sandbox)
+		}
+		fmt.Fprintf(p.out, "Register %s → %s%s? [y/N] ", in.Name, in.Path, grant)
 		line, _ := bufio.NewReader(p.stdin).ReadString('\n')
 		if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
 			fmt.Fprintln(p.out)
 			return 1, errs.New(errs.Invalid, "not registered: registration was not confirmed (answer y, or pass --yes)")
 		}
 	}
-	req := pet.RegisterRequest{Path: in.Path, Confirm: true, Fingerprint: in.Fingerprint, Enabled: p.f.enable, Shortcut: p.f.shortcut}
+	// The confirmation covers the sandbox policy shown: it travels with the request, and the
+	// server refuses it if the Skill now asks for another.
+	req := pet.RegisterRequest{Path: in.Path, Confirm: true, Fingerprint: in.Fingerprint, Sandbox: in.Sandbox, Enabled: p.f.enable, Shortcut: p.f.shortcut}
 	var v pet.SkillView
 	if err := p.c.do(ctx, http.MethodPost, "/v1/pet/skills", req, &v); err != nil {
 		return 1, err
 	}
-	fmt.Fprintf(p.out, "registered %s → %s (enabled=%v shortcut=%v)\n", v.Name, v.Path, v.Enabled, v.Shortcut)
+	fmt.Fprintf(p.out, "registered %s → %s (sandbox=%s enabled=%v shortcut=%v)\n", v.Name, v.Path, v.Sandbox, v.Enabled, v.Shortcut)
 	return 0, nil
 }
 
@@ -392,6 +399,7 @@ func (p petCLI) printInvocation(v pet.InvocationView) (int, error) {
 		return code, p.json(v)
 	}
 	fmt.Fprintf(p.errw, "invocation %s (task %s, %s, epoch %d, #%d), run %d: %s\n", v.ID, v.TaskID, v.Scope, v.Epoch, v.Seq, r.N, v.Status)
+	p.printToolCalls(r)
 	if r.Output != "" {
 		fmt.Fprintln(p.out, r.Output)
 	}
@@ -403,6 +411,36 @@ func (p petCLI) printInvocation(v pet.InvocationView) (int, error) {
 		fmt.Fprintf(p.errw, "error (%s): %s%s\n", r.Error.Code, r.Error.Message, hint)
 	}
 	return code, nil
+}
+
+// printToolCalls prints a Run's sandbox policy and its agent's tool calls, one line each, on
+// stderr.
+func (p petCLI) printToolCalls(r pet.Run) {
+	if r.Sandbox != "" && (r.Executor == pet.KindInstructions || len(r.ToolCalls) > 0) {
+		fmt.Fprintf(p.errw, "sandbox %s, %d model turns, %d tool calls\n", r.Sandbox, r.Steps, len(r.ToolCalls))
+	}
+	for _, c := range r.ToolCalls {
+		state := "ok"
+		if c.IsError {
+			state = "error"
+		}
+		gate := ""
+		if c.Gate != "" {
+			gate = " [" + petClip(c.Gate) + "]"
+		}
+		fmt.Fprintf(p.errw, "  tool #%d (turn %d) %s %s → %s: %s%s\n", c.N, c.Step, c.Name, petClip(string(c.Input)), state, petClip(c.Output), gate)
+	}
+}
+
+// sandboxText says what a sandbox policy a Skill asks for means.
+func sandboxText(p runtime.Policy) string {
+	switch p {
+	case runtime.PolicyWorkspaceWrite:
+		return string(p) + " (its commands may change files in the snapshot's folder; registering grants it)"
+	case "":
+		return "-"
+	}
+	return string(p) + " (its commands may read, not change files)"
 }
 
 func (p petCLI) printTask(tv pet.TaskView) {
@@ -419,7 +457,7 @@ func (p petCLI) printTask(tv pet.TaskView) {
 			if r.Error != nil {
 				detail = string(r.Error.Code) + ": " + petClip(r.Error.Message)
 			}
-			fmt.Fprintf(p.out, "     run %d %s %s %dms %s\n", r.N, r.Executor, r.Status, r.DurationMS, detail)
+			fmt.Fprintf(p.out, "     run %d %s %s %s %dms %d tool calls %s\n", r.N, r.Executor, orDash(string(r.Sandbox)), r.Status, r.DurationMS, len(r.ToolCalls), detail)
 		}
 	}
 }

@@ -142,7 +142,7 @@ func (a *App) wire(ctx context.Context, version string) error {
 	}
 	info["proxy"] = map[string]any{"anthropicUrl": px.Upstream(proxy.Anthropic), "openaiUrl": px.Upstream(proxy.OpenAI),
 		"hintsDelivery": cfg.Hints.Delivery}
-	petSvc, petClose, err := newPet(ctx, cfg, log, st, rules, pixieModel, helpers, node.Alive, mods.limits)
+	petSvc, petClose, err := newPet(ctx, cfg, log, st, rules, pixieModel, helpers, node.Alive, mods.limits, AgentGates(gates))
 	if err != nil {
 		return fmt.Errorf("pet: %w", err)
 	}

@@ -161,6 +161,16 @@ type PetConfig struct {
 	MaxSkillFiles    int    `yaml:"maxSkillFiles" doc:"files per imported Skill"`
 	MaxSkillFileSize int64  `yaml:"maxSkillFileSize" doc:"bytes per Skill file"`
 	MaxSkillSize     int64  `yaml:"maxSkillSize" doc:"bytes per Skill in total"`
+	// Agent is the built-in agent instruction Skills run on.
+	Agent PetAgentConfig `yaml:"agent"`
+}
+
+// PetAgentConfig is the built-in agent of Pet's instruction Skills (docs/pet.md).
+type PetAgentConfig struct {
+	MaxSteps     int           `yaml:"maxSteps" doc:"model turns per instruction Skill run"`
+	MaxTokens    int           `yaml:"maxTokens" doc:"tokens per instruction Skill run (input and output of every model turn, summed)"`
+	ShellTimeout time.Duration `yaml:"shellTimeout" doc:"time limit of one shell command of the agent (within the run's)"`
+	Preset       string        `yaml:"preset" doc:"preset whose gates check the agent's tool calls; no such preset = no gates"`
 }
 
 // LarkConfig is the Lark channel (credentials live in the credentials file, not here).
@@ -194,8 +204,9 @@ func Defaults(home string) Config {
 			KeepConsumed: 20, Heartbeat: 25 * time.Second, Lease: 2 * time.Minute, Locale: "en", Delivery: "auto"},
 		Proxy: ProxyConfig{AnthropicURL: "https://api.anthropic.com", OpenAIURL: "https://api.openai.com", InjectLimit: 32 << 20},
 		Hooks: HooksConfig{DefaultPreset: "default", Timeout: 90 * time.Second}, // above the 60 s default gate time limit
-		Pet:   PetConfig{MaxSkillFiles: 200, MaxSkillFileSize: 1 << 20, MaxSkillSize: 8 << 20},
-		Lark:  LarkConfig{BaseURL: "https://open.feishu.cn", ReplayWindow: 5 * time.Minute},
+		Pet: PetConfig{MaxSkillFiles: 200, MaxSkillFileSize: 1 << 20, MaxSkillSize: 8 << 20,
+			Agent: PetAgentConfig{MaxSteps: 20, MaxTokens: 200_000, ShellTimeout: 60 * time.Second, Preset: "default"}},
+		Lark: LarkConfig{BaseURL: "https://open.feishu.cn", ReplayWindow: 5 * time.Minute},
 	}
 }
 
@@ -591,11 +602,17 @@ func (c *Config) Validate() error {
 		{"pet.maxSkillFiles", int64(c.Pet.MaxSkillFiles)},
 		{"pet.maxSkillFileSize", c.Pet.MaxSkillFileSize},
 		{"pet.maxSkillSize", c.Pet.MaxSkillSize},
+		{"pet.agent.maxSteps", int64(c.Pet.Agent.MaxSteps)},
+		{"pet.agent.maxTokens", int64(c.Pet.Agent.MaxTokens)},
+		{"pet.agent.shellTimeout", int64(c.Pet.Agent.ShellTimeout)},
 	}
 	for _, p := range positive {
 		if p.n <= 0 {
 			return bad(p.key, "must be positive")
 		}
+	}
+	if c.Pet.Agent.MaxSteps > 1000 {
+		return bad("pet.agent.maxSteps", "must be at most 1000")
 	}
 	if c.WASM.MaxConcurrent < 0 {
 		return bad("wasm.maxConcurrent", "must not be negative (0 = the number of CPUs)")
