@@ -2,7 +2,7 @@
 // person was looking at (spec: pet.md). It holds the four entities (Task, Invocation, Snapshot,
 // Run), the Skills a user imports by absolute path, their projection into the Pet workspace,
 // the environment values Skills receive as DSH_PET_* variables, the three executors (a WASM
-// guest, a legacy bash script, or SKILL.md instructions for the Pixie model), the capability
+// guest, a legacy bash script, or SKILL.md instructions for the built-in agent), the capability
 // wheel with its built-in actions, and the diagnostics. HTTP lives in server/pet.go; the CLI in
 // cmd/pixie/pet.go. The full description for users is docs/pet.md.
 //
@@ -37,10 +37,21 @@
 //
 // Pet fails closed: a Skill runs only when it is registered, enabled, its link resolves to a
 // directory that passes validation at that very moment, its projection entry is intact (no
-// drift since the last rebuild) and its executor is available. Scripts run under the read-only
-// sandbox policy unless Config.ScriptPolicy says otherwise. Environment values reach only the
-// Skill's process (bash environment, WASM config); they are redacted from every output Pet
-// records or returns and never enter a prompt.
+// drift since the last rebuild) and its executor is available. Every Skill runs under the
+// read-only sandbox policy unless its SKILL.md asks for workspace-write (SandboxKey) and the
+// person confirmed that at registration (Skill.Sandbox); a Skill that asks for more than it was
+// granted fails closed. Environment values reach only the Skill's processes (bash environment,
+// WASM config, the agent's shell commands); they are redacted from every output Pet records or
+// returns and never enter a prompt.
+//
+// # Instruction Skills
+//
+// A Skill with neither skill.wasm nor run.sh runs on the built-in agent (internal/agent):
+// SKILL.md's body is the system prompt, the Task's history the earlier turns, the Snapshot the
+// user message, and the model works through the tools list, read, search and shell over the
+// snapshot's cwd, at the Skill's policy, within Config.Agent's limits. Each tool call passes
+// through the gates of Config.Agent.Preset (Config.Agent.Gates) and is kept in the Run record
+// (Run.ToolCalls).
 //
 // # Helper
 //
