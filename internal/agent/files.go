@@ -352,6 +352,9 @@ func (ft *fileTools) read(ctx context.Context, input json.RawMessage) (string, e
 		return "", toolError("%s is a directory; use list", rel)
 	case !info.Mode().IsRegular():
 		return "", toolError("%s is not a regular file", rel)
+	case linkCount(info) > 1:
+		// Another name of the same file may lie outside the root, or in a hidden directory.
+		return "", toolError("%s is a hard link (%d names); read it with the shell tool, whose sandbox decides", rel, linkCount(info))
 	}
 	br := bufio.NewReaderSize(f, binarySniff)
 	if head, _ := br.Peek(binarySniff); isBinary(head, len(head) < binarySniff) {
@@ -491,7 +494,7 @@ func (s *searcher) walk(ctx context.Context, rel string, depth int) error {
 	}
 	if !info.IsDir() {
 		defer f.Close()
-		if !info.Mode().IsRegular() || info.Size() > MaxSearchFileSize {
+		if !info.Mode().IsRegular() || info.Size() > MaxSearchFileSize || linkCount(info) > 1 {
 			return nil
 		}
 		s.files++

@@ -44,6 +44,8 @@ func TestFileToolsStayBeneathTheRoot(t *testing.T) {
 	must(os.Symlink("a.txt", filepath.Join(root, "in-link")))
 	must(os.Symlink(".pixie", filepath.Join(root, "to-hidden")))
 	must(syscall.Mkfifo(filepath.Join(root, "fifo"), 0o600))
+	// A hard link to a file outside the root (as a workspace-write command could make).
+	must(os.Link(filepath.Join(outside, "secret.txt"), filepath.Join(root, "hard.txt")))
 	tools := fileTools(t, root, hidden)
 	for _, tc := range []struct {
 		tool, input, want string
@@ -70,6 +72,8 @@ func TestFileToolsStayBeneathTheRoot(t *testing.T) {
 		{"list", `{"path":"a.txt"}`, "not a directory", true},
 		{"search", `{"pattern":"secret","path":"out-dir"}`, "out-dir is a symbolic link", true},
 		{"search", `{"pattern":"tok"}`, "no match", false},
+		{"read", `{"path":"hard.txt"}`, "hard.txt is a hard link (2 names)", true},
+		{"search", `{"pattern":"outside secret"}`, "no match", false},
 	} {
 		t.Run(tc.tool+" "+tc.input, func(t *testing.T) {
 			out, err := call(t, tools, tc.tool, tc.input)
@@ -95,7 +99,7 @@ func TestFileToolsStayBeneathTheRoot(t *testing.T) {
 				t.Errorf("listing lacks %q:\n%s", want, out)
 			}
 		}
-		for _, not := range []string{".pixie/", "admin-token", ".git/config", "secret.txt  "} {
+		for _, not := range []string{".pixie/", "admin-token", ".git/config", "\nsecret.txt  "} {
 			if strings.Contains(out, not) {
 				t.Errorf("listing shows %q:\n%s", not, out)
 			}

@@ -300,3 +300,35 @@ func TestScriptSkillPolicyPerSkill(t *testing.T) {
 		t.Fatalf("retry %+v %v", v2.Runs, err)
 	}
 }
+
+// TestAgentLimitFailsTheRunAndKeepsItsRecord: a model that never ends its turn reaches the step
+// limit (pet.agent.maxSteps): the Run fails, not worth retrying, with a message naming the
+// limit, and keeps every tool call made.
+func TestAgentLimitFailsTheRunAndKeepsItsRecord(t *testing.T) {
+	ctx := context.Background()
+	srv := fakechat.NewScript(t, func(fakechat.Call) fakechat.Turn {
+		return fakechat.Turn{Calls: []fakechat.ToolCall{{Name: "list", Arguments: `{}`}}}
+	})
+	m, err := model.New(model.Config{Provider: "openai", BaseURL: srv.URL, Model: "m", APIKey: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, nil, m, pet.Config{Agent: pet.AgentConfig{MaxSteps: 3}})
+	register(t, e.svc, skillDir(t, "loop", "Loops.", "List forever.", nil))
+	v, err := e.svc.Invoke(ctx, pet.InvokeRequest{Skill: "loop", Snapshot: snapshot("independent")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := v.Latest()
+	if v.Status != pet.StatusFailed || r.Transient || r.Error == nil || r.Error.Code != errs.Unprocessable ||
+		!strings.Contains(r.Error.Message, "step limit (3 model turns)") || len(r.ToolCalls) != 3 || r.Steps != 3 || len(srv.Calls()) != 3 {
+		t.Fatalf("run %+v error %+v", r, r.Error)
+	}
+	// No bash executor: no shell tool, and the preamble says so.
+	if !strings.Contains(srv.Calls()[0].System, "Tools: list, read, search.") || len(r.EnvKeys) != 0 {
+		t.Fatalf("system %q", srv.Calls()[0].System)
+	}
+	if _, err := pet.New(ctx, pet.Config{Store: openStore(t), Workspace: t.TempDir(), Agent: pet.AgentConfig{MaxTokens: -1}}); errs.CodeOf(err) != errs.Invalid {
+		t.Fatalf("a negative limit: %v", err)
+	}
+}
