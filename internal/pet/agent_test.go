@@ -332,3 +332,45 @@ func TestAgentLimitFailsTheRunAndKeepsItsRecord(t *testing.T) {
 		t.Fatalf("a negative limit: %v", err)
 	}
 }
+
+// TestAgentShellGetsEnvValuesTheModelNever: a DSH_PET_* value reaches the agent's shell
+// commands, and is redacted from the tool result the model gets, from the Run record and from
+// the system prompt (which names the variable only).
+func TestAgentShellGetsEnvValuesTheModelNever(t *testing.T) {
+	needLandlock(t)
+	ctx := context.Background()
+	const secret = "pet-env-s3cr3t-4242"
+	srv := fakechat.NewScript(t, fakechat.Steps(
+		fakechat.Turn{Calls: []fakechat.ToolCall{{Name: "shell", Arguments: `{"command":"echo \"group=$DSH_PET_CR_GROUP\""}`}}},
+		fakechat.Turn{Text: "done"},
+	))
+	m, err := model.New(model.Config{Provider: "openai", BaseURL: srv.URL, Model: "m", APIKey: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, bashDispatcher(t), m, pet.Config{})
+	if _, err := e.svc.SetEnv(ctx, "", "CR_GROUP", secret); err != nil {
+		t.Fatal(err)
+	}
+	register(t, e.svc, skillDir(t, "post", "Posts.", "Post to $DSH_PET_CR_GROUP.", nil))
+	v, err := e.svc.Invoke(ctx, pet.InvokeRequest{Skill: "post", Snapshot: snapshot("independent")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := v.Latest()
+	if len(r.ToolCalls) != 1 || r.ToolCalls[0].Output != "exit status 0\nstdout:\ngroup=[$DSH_PET_CR_GROUP]" || strings.Join(r.EnvKeys, ",") != "DSH_PET_CR_GROUP" {
+		t.Fatalf("run %+v", r)
+	}
+	raw, _ := json.Marshal(v)
+	if strings.Contains(string(raw), secret) {
+		t.Fatalf("the record holds the value: %s", raw)
+	}
+	for _, c := range srv.Calls() {
+		if strings.Contains(string(c.Raw), secret) {
+			t.Fatalf("the model was sent the value: %s", c.Raw)
+		}
+	}
+	if !strings.Contains(srv.Calls()[0].System, "($DSH_PET_CR_GROUP)") {
+		t.Fatalf("the prompt does not name the variable: %q", srv.Calls()[0].System)
+	}
+}
