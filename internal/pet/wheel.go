@@ -72,6 +72,8 @@ type WheelEntry struct {
 	Slot      int    `json:"slot"`
 	Available bool   `json:"available"`
 	Reason    string `json:"reason,omitempty"`
+	// Sandbox is a Skill's granted sandbox policy (read-only or workspace-write).
+	Sandbox runtime.Policy `json:"sandbox,omitempty"`
 }
 
 // Wheel is the capability wheel.
@@ -108,7 +110,7 @@ func (s *Service) Wheel(ctx context.Context) (Wheel, error) {
 		}
 		v := s.viewSkill(ctx, sk)
 		all = append(all, WheelEntry{Kind: EntrySkill, Name: sk.Name, Label: sk.Name, Description: v.Description,
-			Available: v.Available, Reason: v.Reason})
+			Available: v.Available, Reason: v.Reason, Sandbox: v.Sandbox})
 	}
 	for i, e := range all {
 		if i >= WheelCapacity {

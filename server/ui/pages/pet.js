@@ -265,6 +265,7 @@ export function petMascot(root, ui) {
     const entries = wheel.entries || [];
     const detail = h('div', { class: 'wheel-detail', 'aria-live': 'polite' });
     const show = (e) => fill(detail, ...[h('strong', {}, e.label), e.kind === 'builtin' ? h('span', { class: 'badge muted-badge' }, 'built-in') : null,
+      e.sandbox === 'workspace-write' ? h('span', { class: 'badge warn', title: "may change files in the source's working directory" }, 'workspace-write') : null,
       e.description ? h('p', {}, e.description) : null,
       e.available ? null : h('p', { class: 'error' }, 'Unavailable: ' + (e.reason || 'unknown reason'))].filter(Boolean));
     const rings = Math.max(1, ...entries.map((e) => e.ring || 1));
