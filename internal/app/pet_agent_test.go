@@ -135,6 +135,11 @@ func TestPetAgentGatedThroughTheServer(t *testing.T) {
 	if out := call(http.MethodGet, "/v1/pet/skills", nil, http.StatusOK); !strings.Contains(string(out), `"skills":[]`) {
 		t.Fatalf("a refused registration was stored: %s", out)
 	}
+	// Confirmed as something else: 409, nothing stored.
+	out = call(http.MethodPost, "/v1/pet/skills", map[string]any{"path": dir, "confirm": true, "fingerprint": in.Fingerprint, "sandbox": "read-only", "enabled": true}, http.StatusConflict)
+	if !strings.Contains(string(out), `"code":"conflict"`) {
+		t.Fatalf("confirmed as read-only: %s", out)
+	}
 	call(http.MethodPost, "/v1/pet/skills", map[string]any{"path": dir, "confirm": true, "fingerprint": in.Fingerprint, "sandbox": "workspace-write", "enabled": true}, http.StatusCreated)
 
 	cwd := t.TempDir()

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -372,5 +373,42 @@ func TestAgentShellGetsEnvValuesTheModelNever(t *testing.T) {
 	}
 	if !strings.Contains(srv.Calls()[0].System, "($DSH_PET_CR_GROUP)") {
 		t.Fatalf("the prompt does not name the variable: %q", srv.Calls()[0].System)
+	}
+}
+
+// TestOrdinaryAgentSkillRunsItsOwnScript: an ordinary agent Skill whose instructions say "run
+// scripts/report.sh" works unchanged: the preamble names where the Run's copy of the Skill is,
+// and the shell tool runs the script from there (read-only: reading the copy is allowed).
+func TestOrdinaryAgentSkillRunsItsOwnScript(t *testing.T) {
+	needLandlock(t)
+	ctx := context.Background()
+	staged := regexp.MustCompile(`This Skill's own files are in (\S+) \(`)
+	srv := fakechat.NewScript(t, func(c fakechat.Call) fakechat.Turn {
+		if len(c.Results) == 0 {
+			m := staged.FindStringSubmatch(c.System)
+			if m == nil {
+				return fakechat.Turn{Text: "no staged folder in the prompt"}
+			}
+			args, _ := json.Marshal(map[string]string{"command": "bash " + m[1] + "/scripts/report.sh"})
+			return fakechat.Turn{Calls: []fakechat.ToolCall{{Name: "shell", Arguments: string(args)}}}
+		}
+		return fakechat.Turn{Text: c.Results[0].Output}
+	})
+	m, err := model.New(model.Config{Provider: "openai", BaseURL: srv.URL, Model: "m", APIKey: "k"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, bashDispatcher(t), m, pet.Config{})
+	register(t, e.svc, skillDir(t, "report", "Reports.", "Run scripts/report.sh and pass on what it prints.",
+		map[string]string{"scripts/report.sh": "echo \"report from $(basename \"$(dirname \"$0\")\") in $PWD\"\n"}))
+	cwd := t.TempDir()
+	snap := snapshot("workspace:w2")
+	snap.Cwd = cwd
+	v, err := e.svc.Invoke(ctx, pet.InvokeRequest{Skill: "report", Snapshot: snap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := v.Latest(); v.Status != pet.StatusSucceeded || r.Output != "exit status 0\nstdout:\nreport from scripts in "+cwd {
+		t.Fatalf("run %+v", r)
 	}
 }
