@@ -41,7 +41,9 @@ const (
 	// DefaultMaxTokens is the token limit (input and output of every model call, summed) of a
 	// Run whose Config.MaxTokens is zero.
 	DefaultMaxTokens = 200_000
-	// DefaultMaxAnswerTokens caps one model answer when Config.MaxAnswerTokens is zero.
+	// DefaultMaxAnswerTokens caps one model answer when Config.MaxAnswerTokens is zero and the
+	// provider needs a cap (Anthropic's Messages API requires max_tokens); an OpenAI-compatible
+	// server then gets none and uses its own (a small local model's context may hold less).
 	DefaultMaxAnswerTokens = 4096
 	// MaxResultToModel caps the tool result the model gets; a longer one is cut and the model
 	// is told so.
@@ -91,7 +93,8 @@ type Config struct {
 	// MaxTokens caps the tokens of the whole Run (input + output of every model call); zero
 	// means DefaultMaxTokens.
 	MaxTokens int
-	// MaxAnswerTokens caps one model answer; zero means DefaultMaxAnswerTokens.
+	// MaxAnswerTokens caps one model answer; zero means DefaultMaxAnswerTokens for Anthropic and
+	// the server's own limit for OpenAI-compatible providers.
 	MaxAnswerTokens int
 	// Gates checks every tool call and its result; nil means no gates.
 	Gates Gates
@@ -158,7 +161,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxTokens == 0 {
 		c.MaxTokens = DefaultMaxTokens
 	}
-	if c.MaxAnswerTokens == 0 {
+	if c.MaxAnswerTokens == 0 && c.Model.Info().Provider == model.ProviderAnthropic {
 		c.MaxAnswerTokens = DefaultMaxAnswerTokens
 	}
 	if c.Redact == nil {
@@ -228,7 +231,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		if len(resp.ToolCalls) == 0 {
 			if resp.Stop == model.StopMaxTokens {
 				return res, errs.Wrap(errs.Unprocessable, ErrCutAnswer,
-					"the model's answer was cut at its limit of %d tokens", cfg.MaxAnswerTokens)
+					"the model's answer was cut at its token limit (max_tokens %d; 0 = the server's own)", cfg.MaxAnswerTokens)
 			}
 			return res, nil
 		}

@@ -88,6 +88,10 @@ func TestRunLoopBothProviders(t *testing.T) {
 			fakechat.Turn{Text: "Two files."},
 		))
 		check(t, chatModel(t, srv), func() []string {
+			// No answer cap for an OpenAI-compatible server: it uses its own.
+			if strings.Contains(string(srv.Calls()[0].Raw), "max_tokens") {
+				t.Errorf("max_tokens sent: %s", srv.Calls()[0].Raw)
+			}
 			var out []string
 			for _, r := range srv.Calls()[2].Results {
 				out = append(out, r.Output)
@@ -106,6 +110,9 @@ func TestRunLoopBothProviders(t *testing.T) {
 			t.Fatal(err)
 		}
 		check(t, m, func() []string {
+			if !srv.Requests()[0].Contains(`"max_tokens":4096`) {
+				t.Errorf("Anthropic needs max_tokens: %s", srv.Requests()[0].Body)
+			}
 			var out []string
 			for _, r := range srv.Requests()[2].Results {
 				out = append(out, r.Output)
