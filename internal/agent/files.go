@@ -57,6 +57,7 @@ type FileOptions struct {
 // fileTools is the resolved root of list, read and search.
 type fileTools struct {
 	root   string // real path (symbolic links resolved)
+	given  string // the root as given (absolute paths the model gives may use either)
 	hidden []string
 }
 
@@ -93,7 +94,7 @@ func newFileTools(o FileOptions) (*fileTools, error) {
 	if st, err := os.Stat(real); err != nil || !st.IsDir() {
 		return nil, errs.New(errs.Invalid, "agent: the root %s is not a directory", o.Root)
 	}
-	ft := &fileTools{root: real}
+	ft := &fileTools{root: real, given: filepath.Clean(o.Root)}
 	for _, h := range o.Hidden {
 		if !filepath.IsAbs(h) {
 			return nil, errs.New(errs.Invalid, "agent: hidden directory %q is not absolute", h)
@@ -136,10 +137,14 @@ func (ft *fileTools) resolve(r *os.Root, p string) (string, error) {
 	}
 	if filepath.IsAbs(p) {
 		c := filepath.Clean(p)
-		if !within(c, ft.root) {
-			return "", toolError("%s is outside the root %s; give a path under it", given, ft.root)
+		base := ft.root
+		if !within(c, base) {
+			base = ft.given
 		}
-		p, _ = filepath.Rel(ft.root, c)
+		if !within(c, base) {
+			return "", toolError("%s is outside the root %s; give a path under it", given, ft.given)
+		}
+		p, _ = filepath.Rel(base, c)
 	}
 	rel := filepath.Clean(p)
 	if rel != "." && !filepath.IsLocal(rel) {

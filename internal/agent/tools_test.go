@@ -227,3 +227,19 @@ func TestShellPolicies(t *testing.T) {
 		}
 	})
 }
+
+// TestRootGivenThroughALink: a root given through a symbolic link works, and absolute paths
+// under either spelling of it resolve.
+func TestRootGivenThroughALink(t *testing.T) {
+	real := tree(t, map[string]string{"a.txt": "alpha\n"})
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	tools := fileTools(t, link)
+	for _, p := range []string{"a.txt", filepath.Join(link, "a.txt"), filepath.Join(real, "a.txt")} {
+		if out, err := call(t, tools, "read", `{"path":"`+p+`"}`); err != nil || out != "     1\talpha\n" {
+			t.Fatalf("%s: %q %v", p, out, err)
+		}
+	}
+}
