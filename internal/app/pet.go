@@ -67,10 +67,26 @@ func newPet(ctx context.Context, cfg config.Config, log *slog.Logger, st *store.
 		exec[runtime.KindModule] = wx
 		closer = wx.Close
 	}
+	// Instruction Skills may run on Claude Code or Codex instead (the Skill's executor): the CLI
+	// runs under the sandbox verb of this binary, its hooks (`<this binary> hook …`) call this
+	// server at the URL scripts get as PIXIE_URL, with the preset Pet's tool calls use.
+	preset := cfg.Pet.Agent.Preset
+	if preset == "" {
+		preset = cfg.Hooks.DefaultPreset
+	}
+	ext := pet.ExternalConfig{
+		Claude: pet.CLIConfig{Command: cfg.Pet.Claude.Command, BaseURL: cfg.Pet.Claude.BaseURL, APIKey: cfg.Pet.Claude.APIKey, Model: cfg.Pet.Claude.Model},
+		Codex:  pet.CLIConfig{Command: cfg.Pet.Codex.Command, BaseURL: cfg.Pet.Codex.BaseURL, APIKey: cfg.Pet.Codex.APIKey, Model: cfg.Pet.Codex.Model},
+		Preset: preset,
+		Hidden: []string{cfg.Home},
+	}
+	if helpers != nil {
+		ext.ServerURL = helpers.URL
+	}
 	svc, err := pet.New(ctx, pet.Config{Store: st, Exec: exec, Model: m,
 		Home: cfg.Home, Workspace: cfg.Pet.Workspace, MaxSkillFiles: cfg.Pet.MaxSkillFiles,
 		MaxSkillFileSize: cfg.Pet.MaxSkillFileSize, MaxSkillSize: cfg.Pet.MaxSkillSize, Logger: log,
-		Helpers: helpers, Alive: alive,
+		Helpers: helpers, Alive: alive, RunTimeout: cfg.Pet.RunTimeout, External: ext,
 	})
 	if err != nil {
 		_ = closer(context.Background())

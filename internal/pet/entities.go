@@ -223,6 +223,9 @@ type Run struct {
 	N int `json:"n"`
 	// Executor is how the Skill ran: wasm, script or instructions.
 	Executor SkillKind `json:"executor"`
+	// ExternalExecutor names the CLI that ran an instruction Skill ("claude" or "codex"); empty
+	// when the Pixie model ran it.
+	ExternalExecutor string `json:"externalExecutor,omitempty"`
 	// SkillPath is the directory the Skill's link resolved to for this Run.
 	SkillPath string `json:"skillPath"`
 	// Fingerprint digests every file the Run executed (the private copy made when it started,
@@ -240,6 +243,8 @@ type Run struct {
 	// HelperCalls are the Run's ask and judge calls: type, judge type, label, engine,
 	// confidence, usage, duration and error; never the text sent.
 	HelperCalls []helper.Call `json:"helperCalls,omitempty"`
+	// ToolCalls are the tool calls the Skill's agent made, with their results.
+	ToolCalls []ToolCall `json:"toolCalls,omitempty"`
 	// Error is why the Run failed.
 	Error *RunError `json:"error,omitempty"`
 	// Transient reports a failure worth retrying (a timeout, an unavailable or failing model).

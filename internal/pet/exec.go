@@ -139,6 +139,7 @@ func (s *Service) stage(ctx context.Context, sk Skill) (*scan, func(), error) {
 		return nil, nil, err
 	}
 	sc.scratch = d.Path()
+	sc.executor, sc.policy = executorOf(sk), s.skillPolicy(sk)
 	return sc, func() { _ = d.Close() }, nil
 }
 
@@ -265,7 +266,11 @@ type outcome struct {
 	calls    []helper.Call
 	// token is the run's helper token (revoked by now), redacted like an environment value.
 	token string
-	err   error
+	// toolCalls are the calls an external executor's agent made (already redacted), and
+	// droppedCalls how many more there were past MaxToolCalls.
+	toolCalls    []ToolCall
+	droppedCalls int
+	err          error
 }
 
 // execute runs one Run and records its result. The Run goes on even when the caller goes away
@@ -298,6 +303,11 @@ func (s *Service) execute(ctx context.Context, task Task, inv Invocation, snap S
 				Snapshot: snap, History: history}
 			switch sc.kind {
 			case KindInstructions:
+				if sc.executor != ExecutorBuiltin {
+					run.ExternalExecutor = sc.executor
+					out = s.runExternal(runCtx, sc, pc, vars, red)
+					break
+				}
 				out = s.runInstructions(runCtx, sc, pc)
 				run.EnvKeys = nil // instruction Skills have no process to receive values
 			default:
@@ -345,6 +355,10 @@ func (s *Service) finish(run *Run, out outcome, red redactor) {
 		run.HelperCalls = append(run.HelperCalls, c)
 	}
 	run.Usage = out.usage
+	run.ToolCalls = out.toolCalls
+	if out.droppedCalls > 0 {
+		run.Logs = append(run.Logs, fmt.Sprintf("warn: %d more tool calls were made than the %d a Run keeps", out.droppedCalls, MaxToolCalls))
+	}
 	run.Status = StatusSucceeded
 	switch {
 	case out.err != nil:

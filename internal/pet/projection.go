@@ -340,7 +340,7 @@ func (s *Service) skillState(ctx context.Context, sk Skill) skillState {
 		}
 		st.err = errs.New(errs.Conflict, "Skill %s fails closed: %s (%s, seen %s); rebuild the projection", sk.Name, kind, mark.Problem, mark.SeenAt.Format(time.RFC3339))
 	default:
-		if ok, reason := s.executorAvailable(ctx, st.scan.kind); !ok {
+		if ok, reason := s.skillExecutorAvailable(ctx, sk, st.scan.kind); !ok {
 			st.err = errs.New(errs.Unavailable, "Skill %s cannot run: %s", sk.Name, reason)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/runtime"
 )
 
 // Files with a meaning in a Skill directory. Nothing else in a Skill is read by Pet: there is no
@@ -85,6 +86,9 @@ type scan struct {
 	sums map[string][32]byte
 	// scratch is the Run's private directory that holds staged (stage only).
 	scratch string
+	// executor is the registered Skill's executor, and policy its sandbox policy (stage only).
+	executor string
+	policy   runtime.Policy
 }
 
 // scanOptions says what a scan reads besides SKILL.md.
