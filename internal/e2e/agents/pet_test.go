@@ -282,7 +282,7 @@ func TestExternalExecutorRecordsToolCalls(t *testing.T) {
 		t.Run(c.executor, func(t *testing.T) {
 			t.Parallel()
 			script := fakemodel.Steps(
-				fakemodel.Reply{Calls: []fakemodel.Call{c.call("cat notes.txt; cat " + "$HOME/../../../../../" + "x 2>/dev/null; echo DSH=$DSH_PET_GROUP")}},
+				fakemodel.Reply{Calls: []fakemodel.Call{c.call("cat notes.txt; echo DSH=$DSH_PET_GROUP")}},
 				fakemodel.Reply{Calls: []fakemodel.Call{c.call("git push --force origin main")}},
 				fakemodel.Reply{Text: "TIDY-DONE: one file, nothing to push"})
 			e := newExtEnv(t, c.opts(extOptions{}, script))
