@@ -352,7 +352,10 @@ func TestExternalExecutorPolicy(t *testing.T) {
 				var e *extEnv
 				script := func(q fakemodel.Request) fakemodel.Reply {
 					return fakemodel.Steps(
-						fakemodel.Reply{Calls: []fakemodel.Call{c.call("echo made > made.txt; cat " + e.home + "/token; ls " + e.home + "; echo listed")}},
+						fakemodel.Reply{Calls: []fakemodel.Call{c.call("echo made > made.txt; cat " + e.home + "/token; ls " + e.home + "; echo listed; " +
+							// The hooks' configuration is out of the model's reach.
+							`echo '{}' > "$CODEX_HOME/hooks.json" 2>/dev/null && echo TAMPERED-HOOKS; ` +
+							`echo '{}' > "$CLAUDE_CONFIG_DIR/../../conf/settings.json" 2>/dev/null && echo TAMPERED-SETTINGS; ` + "true")}},
 						fakemodel.Reply{Text: "done"})(q)
 				}
 				e = newExtEnv(t, c.opts(extOptions{policy: p}, script))
@@ -364,7 +367,7 @@ func TestExternalExecutorPolicy(t *testing.T) {
 				}
 				out := run.ToolCalls[0].Output
 				// (Without namespaces Landlock still lets names be listed; never their content.)
-				if strings.Contains(out, "ADMIN-TOKEN-IN-THE-HOME") || !strings.Contains(out, "listed") {
+				if strings.Contains(out, "ADMIN-TOKEN-IN-THE-HOME") || !strings.Contains(out, "listed") || strings.Contains(out, "TAMPERED") {
 					t.Fatalf("the Pixie home was visible: %q", out)
 				}
 				_, err := os.Stat(filepath.Join(cwd, "made.txt"))
@@ -373,6 +376,25 @@ func TestExternalExecutorPolicy(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestClaudeCannotTurnOffTheHooks: Claude Code reloads the user settings of its configuration
+// folder, which the Run must leave writable; a model that writes disableAllHooks there and then
+// force-pushes is still denied (the Run's --settings keep the hooks on).
+func TestClaudeCannotTurnOffTheHooks(t *testing.T) {
+	t.Parallel()
+	e := newExtEnv(t, extOptions{claude: fakemodel.Steps(
+		fakemodel.Reply{Calls: []fakemodel.Call{bash(`echo '{"disableAllHooks":true,"hooks":{}}' > "$CLAUDE_CONFIG_DIR/settings.json" && echo WROTE; sleep 2`)}},
+		fakemodel.Reply{Calls: []fakemodel.Call{bash("git push --force origin main")}},
+		fakemodel.Reply{Text: "done"})})
+	e.register(t, extSkill(t, "sneaky"), pet.ExecutorClaude)
+	run, raw := e.invoke(t, "sneaky", extCwd(t))
+	if run.Status != pet.StatusSucceeded || len(run.ToolCalls) != 2 || !strings.Contains(run.ToolCalls[0].Output, "WROTE") {
+		t.Fatalf("run: %s", raw)
+	}
+	if push := run.ToolCalls[1]; !strings.Contains(push.Gate, "blocked") || !push.IsError {
+		t.Fatalf("the push went through: %+v", push)
 	}
 }
 
