@@ -95,6 +95,12 @@ type ExternalConfig struct {
 	Path string
 }
 
+// Limits of what a CLI streams.
+const (
+	maxLine   = 4 << 20  // one line of its stdout or session file (one event)
+	maxStream = 64 << 20 // all of its stdout (past it the run is stopped), or of its session file
+)
+
 // external is the state of the external executors: the resolved binaries and the machine's
 // isolation, found once.
 type external struct {

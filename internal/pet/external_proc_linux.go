@@ -45,10 +45,7 @@ type procResult struct {
 	err error
 }
 
-// Limits of a contained process's output.
 const (
-	maxLine   = 4 << 20  // one stdout line (an event of the CLI's stream)
-	maxStream = 64 << 20 // all of stdout: past it the run is stopped
 	// procStopWait bounds how long a verb without namespaces gets to kill the run's processes
 	// after sandbox.SignalStop before its process group is killed outright.
 	procStopWait = 5 * time.Second
@@ -205,7 +202,6 @@ type tailWriter struct {
 	mu  sync.Mutex
 	max int
 	buf []byte
-	cut bool
 }
 
 func (w *tailWriter) Write(p []byte) (int, error) {
@@ -214,7 +210,6 @@ func (w *tailWriter) Write(p []byte) (int, error) {
 	w.buf = append(w.buf, p...)
 	if over := len(w.buf) - 2*w.max; over > 0 {
 		w.buf = append(w.buf[:0], w.buf[len(w.buf)-w.max:]...)
-		w.cut = true
 	}
 	return len(p), nil
 }
@@ -224,7 +219,7 @@ func (w *tailWriter) String() string {
 	defer w.mu.Unlock()
 	b := w.buf
 	if len(b) > w.max {
-		b, w.cut = b[len(b)-w.max:], true
+		b = b[len(b)-w.max:]
 	}
 	return strings.ToValidUTF8(string(b), "")
 }

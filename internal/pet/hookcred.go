@@ -138,10 +138,3 @@ func (c *hookCred) gateOf(toolUseID string) gateNote {
 	defer c.mu.Unlock()
 	return c.gates[toolUseID]
 }
-
-// sessionID is the session the credential was bound to ("" when no hook call came).
-func (c *hookCred) sessionID() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.session
-}
