@@ -409,7 +409,7 @@ func TestExternalExecutorTimeoutKillsTheTree(t *testing.T) {
 			script := fakemodel.Steps(
 				fakemodel.Reply{Calls: []fakemodel.Call{c.call("setsid bash -c 'exec -a " + marker + " sleep 300' </dev/null >/dev/null 2>&1 & sleep 300")}},
 				fakemodel.Reply{Text: "never"})
-			e := newExtEnv(t, c.opts(extOptions{timeout: 8 * time.Second}, script))
+			e := newExtEnv(t, c.opts(extOptions{timeout: 5 * time.Second}, script))
 			e.register(t, extSkill(t, "hang"), c.executor)
 			alive := func() string {
 				entries, _ := os.ReadDir("/proc")
