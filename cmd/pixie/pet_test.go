@@ -118,7 +118,7 @@ func TestPetCLI(t *testing.T) {
 	if out, code := run("n\n", "pet", "skills", "register", instr); code != 1 || !strings.Contains(out, "not confirmed") {
 		t.Fatalf("declined register: %d\n%s", code, out)
 	}
-	if out, code := run("y\n", "pet", "skills", "register", instr, "--enable", "--shortcut"); code != 0 || !strings.Contains(out, "registered explain → "+instr+" (sandbox=read-only enabled=true shortcut=true)") {
+	if out, code := run("y\n", "pet", "skills", "register", instr, "--enable", "--shortcut"); code != 0 || !strings.Contains(out, "registered explain → "+instr+" (sandbox=read-only enabled=true shortcut=true executor=builtin)") {
 		t.Fatalf("register: %d\n%s", code, out)
 	}
 	ok("pet", "skills", "register", script, "--yes", "--enable")
@@ -139,6 +139,21 @@ func TestPetCLI(t *testing.T) {
 	if out := ok("pet", "skills", "shortcut", "echo", "on"); !strings.Contains(out, "shortcut=true") {
 		t.Fatalf("shortcut:\n%s", out)
 	}
+	// The executor: validated by the server, shown by ls; Claude Code is not set up for this
+	// server (no pet.claude.command on PATH), so the Skill shows unavailable with the reason.
+	if out, code := run("", "pet", "skills", "executor", "explain", "gemini"); code == 0 || !strings.Contains(out, `unknown executor "gemini"`) {
+		t.Fatalf("a bad executor: %d\n%s", code, out)
+	}
+	if out, code := run("", "pet", "skills", "executor", "tidy", "claude"); code == 0 || !strings.Contains(out, "runs instruction Skills") {
+		t.Fatalf("a script on claude: %d\n%s", code, out)
+	}
+	if out := ok("pet", "skills", "executor", "explain", "codex"); !strings.Contains(out, "executor=codex") {
+		t.Fatalf("executor:\n%s", out)
+	}
+	if out := ok("pet", "skills", "ls"); !regexp.MustCompile(`explain\s+instructions\s+codex\s`).MatchString(out) {
+		t.Fatalf("ls does not show the executor:\n%s", out)
+	}
+	ok("pet", "skills", "executor", "explain", "builtin")
 	out = ok("pet", "skills", "ls")
 	for _, want := range []string{"echo", "wasm", "explain", "instructions", "tidy", "script", "workspace-write", "read-only"} {
 		if !strings.Contains(out, want) {

@@ -116,6 +116,19 @@ func TestPetSkillImportAndInvoke(t *testing.T) {
 		t.Fatal("an environment value is shown after saving")
 	}
 
+	// The executor of an instruction Skill: Claude Code is not set up for this server, so the
+	// Skill shows unavailable with the reason until it runs on the Pixie model again.
+	open(t, b, "#/pet-settings?tab=skills", `[data-skill="review-notes"] select[name=executor]`)
+	setExecutor := func(v string) {
+		t.Helper()
+		b.Run(t, "executor "+v, chromedp.Evaluate[chromedp.Void](`(() => { const s = document.querySelector('[data-skill="review-notes"] select[name=executor]'); s.value = `+jsq(v)+`; s.dispatchEvent(new Event('change')); })()`))
+	}
+	setExecutor("claude")
+	waitFor(t, b, "unavailable on claude", `(() => { const r = document.querySelector('[data-skill="review-notes"]'); return r && r.innerText.includes('unavailable') && r.querySelector('select[name=executor]').value === 'claude'; })()`)
+	shot(t, b, "skill-executor-claude")
+	setExecutor("builtin")
+	waitFor(t, b, "ready on builtin", `(() => { const r = document.querySelector('[data-skill="review-notes"]'); return r && r.innerText.includes('ready') && r.querySelector('select[name=executor]').value === 'builtin'; })()`)
+
 	// Every settings tab, for review.
 	for _, tab := range []string{"general", "skills", "locus", "environment", "channel", "diagnostics"} {
 		open(t, b, "#/pet-settings?tab="+tab, `[role=tab][data-tab="`+tab+`"][aria-selected=true]`)

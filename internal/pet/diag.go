@@ -24,6 +24,9 @@ type Diagnostics struct {
 	Stray []string `json:"stray"`
 	// Executors says which Skill kinds can run here.
 	Executors map[SkillKind]Availability `json:"executors"`
+	// ExternalExecutors says whether instruction Skills can run on Claude Code and Codex here
+	// (under the read-only policy).
+	ExternalExecutors map[string]Availability `json:"externalExecutors"`
 	// Model describes the Pixie model (no secrets).
 	Model model.Info `json:"model"`
 	// ScriptPolicy is the sandbox policy a Skill runs under unless it asks for more and the
@@ -61,6 +64,7 @@ func (s *Service) Diagnostics(ctx context.Context) (Diagnostics, error) {
 		ok, reason := s.executorAvailable(ctx, k)
 		d.Executors[k] = Availability{Available: ok, Reason: reason}
 	}
+	d.ExternalExecutors = s.externalAvailability(ctx)
 	if s.model != nil {
 		d.Model = s.model.Info()
 	}

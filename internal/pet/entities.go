@@ -225,6 +225,9 @@ type Run struct {
 	N int `json:"n"`
 	// Executor is how the Skill ran: wasm, script or instructions.
 	Executor SkillKind `json:"executor"`
+	// ExternalExecutor names the CLI that ran an instruction Skill ("claude" or "codex"); empty
+	// when the Pixie model ran it.
+	ExternalExecutor string `json:"externalExecutor,omitempty"`
 	// SkillPath is the directory the Skill's link resolved to for this Run.
 	SkillPath string `json:"skillPath"`
 	// Fingerprint digests every file the Run executed (the private copy made when it started,
@@ -256,7 +259,8 @@ type Run struct {
 	Sandbox runtime.Policy `json:"sandbox,omitempty"`
 	// Steps is the number of model turns of an instruction Skill's agent.
 	Steps int `json:"steps,omitempty"`
-	// ToolCalls are the agent's tool calls and their results, in order.
+	// ToolCalls are the agent's tool calls and their results, in order: the built-in agent's or
+	// an external CLI's (at most MaxToolCalls).
 	ToolCalls []ToolCall `json:"toolCalls,omitempty"`
 	// Boot identifies the server process that ran it; a running Run of another process was
 	// interrupted by a restart.

@@ -143,6 +143,7 @@ func (s *Service) stage(ctx context.Context, sk Skill) (*scan, func(), error) {
 		return nil, nil, err
 	}
 	sc.scratch = d.Path()
+	sc.executor = executorOf(sk)
 	return sc, func() { _ = d.Close() }, nil
 }
 
@@ -277,9 +278,12 @@ type outcome struct {
 	calls    []helper.Call
 	// token is the run's helper token (revoked by now), redacted like an environment value.
 	token string
-	// steps and calls are the agent's model turns and tool calls (instruction Skills).
-	steps     int
-	toolCalls []ToolCall
+	// steps and toolCalls are the agent's model turns and tool calls (instruction Skills, on the
+	// built-in agent or an external executor, already redacted), and droppedCalls how many more
+	// calls an external executor made past MaxToolCalls.
+	steps        int
+	toolCalls    []ToolCall
+	droppedCalls int
 	// noEnv reports that nothing received the environment values (an agent without a shell).
 	noEnv bool
 	err   error
@@ -315,6 +319,11 @@ func (s *Service) execute(ctx context.Context, task Task, inv Invocation, snap S
 				Snapshot: snap, History: history}
 			switch sc.kind {
 			case KindInstructions:
+				if sc.executor != ExecutorBuiltin {
+					run.ExternalExecutor = sc.executor
+					out = s.runExternal(runCtx, sc, pc, vars, red, run.Sandbox)
+					break
+				}
 				out = s.runAgent(runCtx, sc, pc, vars, red, run.Sandbox)
 				if out.noEnv {
 					run.EnvKeys = nil // no shell tool: no process received the values
@@ -366,6 +375,9 @@ func (s *Service) finish(run *Run, out outcome, red redactor) {
 	run.Usage = out.usage
 	run.Steps = out.steps
 	run.ToolCalls = out.toolCalls
+	if out.droppedCalls > 0 {
+		run.Logs = append(run.Logs, fmt.Sprintf("warn: %d more tool calls were made than the %d a Run keeps", out.droppedCalls, MaxToolCalls))
+	}
 	run.Status = StatusSucceeded
 	switch {
 	case out.err != nil:

@@ -131,6 +131,10 @@ type Config struct {
 	Agent AgentConfig
 	// MaxHistory is how many earlier Invocations of its Task a Run sees; zero means 20.
 	MaxHistory int
+	// External configures the external executors of instruction Skills (Claude Code, Codex):
+	// where the CLIs are, the model they talk to, the preset of their hooks. Its zero value
+	// finds the CLIs on PATH and leaves them unavailable until ServerURL is set.
+	External ExternalConfig
 	// Helpers opens the helper of script and WASM Runs (`pixie ask` / `pixie judge`, the
 	// pixie_ask / pixie_judge host functions): normally the Service the gate service uses, so
 	// Skills get exactly what gate rules get. Nil means Skills have no helper (calls answer
@@ -246,6 +250,11 @@ type Service struct {
 
 	builtinMu sync.RWMutex
 	builtins  []BuiltinAction
+
+	// ext runs instruction Skills on external CLIs; hooks holds the hook credentials of their
+	// Runs.
+	ext   *external
+	hooks hookCreds
 }
 
 // New returns the Pet service over cfg.Store.
@@ -264,7 +273,7 @@ func New(_ context.Context, cfg Config) (*Service, error) {
 	if st.Shared() {
 		boot = st.Instance() // the replica's id, which Config.Alive knows
 	}
-	return &Service{st: st, exec: exec, model: m, cfg: cfg, log: cfg.Logger, boot: boot}, nil
+	return &Service{st: st, exec: exec, model: m, cfg: cfg, log: cfg.Logger, boot: boot, ext: &external{cfg: cfg.External}}, nil
 }
 
 // Close releases nothing (a Run holds what it uses only while it runs, and the executors belong

@@ -343,7 +343,7 @@ func (s *Service) skillState(ctx context.Context, sk Skill) skillState {
 	default:
 		if err := sandboxGranted(sk, st.scan.sandbox); err != nil {
 			st.err = err
-		} else if ok, reason := s.executorAvailable(ctx, st.scan.kind); !ok {
+		} else if ok, reason := s.skillExecutorAvailable(ctx, sk, st.scan.kind); !ok {
 			st.err = errs.New(errs.Unavailable, "Skill %s cannot run: %s", sk.Name, reason)
 		}
 	}

@@ -96,6 +96,8 @@ type scan struct {
 	// sandbox is the policy SKILL.md's front matter asks for (SandboxKey): read-only when it
 	// asks for nothing.
 	sandbox runtime.Policy
+	// executor is the registered Skill's executor (stage only).
+	executor string
 }
 
 // scanOptions says what a scan reads besides SKILL.md.

@@ -23,6 +23,9 @@ type Skill struct {
 	Enabled bool `json:"enabled"`
 	// Shortcut Skills appear on the wheel.
 	Shortcut bool `json:"shortcut"`
+	// Executor runs an instruction Skill: builtin (the Pixie model; also the stored empty
+	// value), claude (Claude Code) or codex (Codex). The person chooses it; SKILL.md has no say.
+	Executor string `json:"executor,omitempty"`
 	// Identity is the directory's device and inode ("dev:ino") as registered (or as accepted by
 	// the last projection rebuild): another directory at the same path is drift.
 	Identity string `json:"identity,omitempty"`
@@ -93,6 +96,9 @@ type RegisterRequest struct {
 	// Enabled and Shortcut set those facts at once (both default to false).
 	Enabled  bool `json:"enabled,omitempty"`
 	Shortcut bool `json:"shortcut,omitempty"`
+	// Executor runs the Skill when it is an instruction Skill: builtin (the default), claude or
+	// codex. Another executor than builtin is refused for a WASM or script Skill.
+	Executor string `json:"executor,omitempty"`
 }
 
 // Register validates the directory again and stores the link name → path.
@@ -120,11 +126,15 @@ func (s *Service) Register(ctx context.Context, req RegisterRequest) (SkillView,
 	case req.Sandbox != "" && req.Sandbox != sc.sandbox:
 		return SkillView{}, errs.New(errs.Conflict, "the Skill %s asks for the %s sandbox, not %q: inspect it again and confirm what it asks for", sc.name, sc.sandbox, req.Sandbox)
 	}
+	executor, err := checkSkillExecutor(req.Executor, sc.kind)
+	if err != nil {
+		return SkillView{}, err
+	}
 	s.skillMu.Lock()
 	defer s.skillMu.Unlock()
 	now := s.now()
 	sk := Skill{Name: sc.name, Path: p, Description: sc.description, Enabled: req.Enabled,
-		Shortcut: req.Shortcut, Identity: sc.identity, Sandbox: sc.sandbox, RegisteredAt: now, UpdatedAt: now}
+		Shortcut: req.Shortcut, Executor: storedExecutor(executor), Identity: sc.identity, Sandbox: sc.sandbox, RegisteredAt: now, UpdatedAt: now}
 	// Check first, so that a refused registration leaves no projection entry behind.
 	if err := s.st.View(ctx, func(tx *store.Tx) error { return s.checkNewSkill(tx, sk) }); err != nil {
 		return SkillView{}, err
@@ -163,10 +173,13 @@ func (s *Service) checkNewSkill(tx *store.Tx, sk Skill) error {
 	return nil
 }
 
-// SkillPatch changes the enabled and shortcut facts of a Skill; nil fields are left alone.
+// SkillPatch changes the enabled and shortcut facts and the executor of a Skill; nil fields
+// are left alone.
 type SkillPatch struct {
 	Enabled  *bool `json:"enabled,omitempty"`
 	Shortcut *bool `json:"shortcut,omitempty"`
+	// Executor is builtin, claude or codex (instruction Skills only).
+	Executor *string `json:"executor,omitempty"`
 }
 
 // UpdateSkill changes whether a Skill is enabled (which projects it into, or removes it from,
@@ -175,14 +188,32 @@ func (s *Service) UpdateSkill(ctx context.Context, name string, patch SkillPatch
 	if !ValidSkillName(name) {
 		return SkillView{}, errs.New(errs.Invalid, "%q is not a Skill name", name)
 	}
-	if patch.Enabled == nil && patch.Shortcut == nil {
-		return SkillView{}, errs.New(errs.Invalid, "nothing to change: set enabled and/or shortcut")
+	if patch.Enabled == nil && patch.Shortcut == nil && patch.Executor == nil {
+		return SkillView{}, errs.New(errs.Invalid, "nothing to change: set enabled, shortcut and/or executor")
+	}
+	if patch.Executor != nil {
+		if _, err := checkExecutor(*patch.Executor); err != nil {
+			return SkillView{}, err
+		}
 	}
 	s.skillMu.Lock()
 	defer s.skillMu.Unlock()
 	sk, err := s.getSkill(ctx, name)
 	if err != nil {
 		return SkillView{}, err
+	}
+	var executor string
+	if patch.Executor != nil {
+		// The kind the Skill has now decides. One that does not resolve now is taken as an
+		// instruction Skill; should it come back as another kind, it shows unavailable, with
+		// the reason, until its executor is builtin again.
+		kind := KindInstructions
+		if sc, err := s.scanSkill(sk.Path, false); err == nil {
+			kind = sc.kind
+		}
+		if executor, err = checkSkillExecutor(*patch.Executor, kind); err != nil {
+			return SkillView{}, err
+		}
 	}
 	enable := patch.Enabled != nil && *patch.Enabled && !sk.Enabled
 	disable := patch.Enabled != nil && !*patch.Enabled && sk.Enabled
@@ -206,6 +237,9 @@ func (s *Service) UpdateSkill(ctx context.Context, name string, patch SkillPatch
 		}
 		if patch.Enabled != nil {
 			cur.Enabled = *patch.Enabled
+		}
+		if patch.Executor != nil {
+			cur.Executor = storedExecutor(executor)
 		}
 		if patch.Shortcut != nil {
 			if *patch.Shortcut && !cur.Shortcut {
@@ -330,10 +364,32 @@ func notFoundSkill(name string, err error) error {
 	return err
 }
 
+// checkSkillExecutor validates an executor for a Skill of kind: only instruction Skills run on
+// an external CLI.
+func checkSkillExecutor(e string, kind SkillKind) (string, error) {
+	ex, err := checkExecutor(e)
+	if err != nil {
+		return "", err
+	}
+	if ex != ExecutorBuiltin && kind != KindInstructions {
+		return "", errs.New(errs.Invalid, "the executor %s runs instruction Skills (SKILL.md alone); this is a %s Skill", ex, kind)
+	}
+	return ex, nil
+}
+
+// storedExecutor is what the Skill record keeps: builtin as the empty default.
+func storedExecutor(ex string) string {
+	if ex == ExecutorBuiltin {
+		return ""
+	}
+	return ex
+}
+
 // viewSkill computes a Skill's live state; it never fails (problems become the Reason).
 func (s *Service) viewSkill(ctx context.Context, sk Skill) SkillView {
 	v := SkillView{Skill: sk}
 	v.Sandbox = sk.granted()
+	v.Executor = executorOf(sk)
 	st := s.skillState(ctx, sk)
 	if st.scan != nil {
 		v.Kind = st.scan.kind

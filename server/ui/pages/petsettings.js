@@ -115,8 +115,16 @@ async function skills(panel, ui) {
       inspection ? inspectionView() : null);
   };
 
+  // What runs an instruction Skill (the person's choice, never SKILL.md's): the Pixie model, or
+  // Claude Code or Codex headless, with Pixie's hooks (docs/pet.md, "External executors").
+  const EXECUTORS = [['builtin', 'Pixie model (built in)'], ['claude', 'Claude Code'], ['codex', 'Codex']];
+  function executorSelect(id, value) {
+    return h('select', { id, name: 'executor' }, EXECUTORS.map(([v, label]) => h('option', { value: v, selected: v === (value || 'builtin') }, label)));
+  }
+
   function inspectionView() {
     const i = inspection;
+    const executor = i.kind === 'instructions' ? executorSelect('reg-executor', 'builtin') : null;
     const enabled = h('input', { type: 'checkbox', id: 'reg-enabled', checked: true });
     const shortcut = h('input', { type: 'checkbox', id: 'reg-shortcut', checked: true });
     const err = h('div');
@@ -127,7 +135,8 @@ async function skills(panel, ui) {
     if (grant) grant.addEventListener('change', () => { reg.disabled = !grant.checked; });
     reg.addEventListener('click', () => busy(reg, async () => {
       try {
-        const v = await api('POST', '/v1/pet/skills', { path: i.path, confirm: true, fingerprint: i.fingerprint, sandbox: i.sandbox, enabled: enabled.checked, shortcut: shortcut.checked });
+        const v = await api('POST', '/v1/pet/skills', { path: i.path, confirm: true, fingerprint: i.fingerprint, sandbox: i.sandbox, enabled: enabled.checked, shortcut: shortcut.checked,
+          executor: executor ? executor.value : 'builtin' });
         ui.toast(`Registered ${v.name}.`);
         inspection = null; path.value = '';
         drawImport(); await loadList();
@@ -144,6 +153,8 @@ async function skills(panel, ui) {
       h('div', { class: 'field check' }, shortcut, h('label', { for: 'reg-shortcut' }, 'Show it on the wheel')),
       grant ? h('div', { class: 'field check grant' }, grant, h('label', { for: 'reg-sandbox' }, 'Grant workspace-write'),
         h('p', { class: 'help' }, "This Skill asks for the workspace-write sandbox: its commands may change and delete files in the snapshot's working directory. Without it the Skill is not registered.")) : null,
+      executor ? h('div', { class: 'field' }, h('label', { for: 'reg-executor' }, 'Runs on'), executor,
+        h('p', { class: 'help' }, 'Claude Code and Codex run the Skill headless in the snapshot’s folder, sandboxed, with Pixie’s gates on every tool call.')) : null,
       err, h('div', { class: 'row' }, reg, cancel));
   }
 
@@ -163,7 +174,8 @@ async function skills(panel, ui) {
         const v = await api('PATCH', '/v1/pet/skills/' + encodeURIComponent(s.name), p);
         Object.assign(s, v);
         drawList();
-        /** @type {HTMLElement} */ (listSec.querySelector(`[data-skill="${CSS.escape(s.name)}"] input[name=${'enabled' in p ? 'enabled' : 'shortcut'}]`))?.focus();
+        const focus = 'executor' in p ? 'select[name=executor]' : `input[name=${'enabled' in p ? 'enabled' : 'shortcut'}]`;
+        /** @type {HTMLElement} */ (listSec.querySelector(`[data-skill="${CSS.escape(s.name)}"] ${focus}`))?.focus();
         window.dispatchEvent(new CustomEvent('pixie:pet-changed'));
       } catch (e) { fill(err, errorBox(e)); throw e; }
     };
@@ -174,6 +186,12 @@ async function skills(panel, ui) {
       h('button', { type: 'button', class: 'secondary small', onclick: () => { confirm = false; drawRm(); } }, 'Keep')] :
       [h('button', { type: 'button', class: 'link', 'aria-label': `Remove ${s.name}`, onclick: () => { confirm = true; drawRm(); /** @type {HTMLElement} */ (rm.querySelector('.danger')).focus(); } }, 'Remove')]));
     drawRm();
+    let runsOn = null;
+    if (s.kind === 'instructions' || (s.executor && s.executor !== 'builtin')) {
+      const sel = executorSelect('exec-' + s.name, s.executor);
+      sel.addEventListener('change', () => { patch({ executor: sel.value }).catch(() => { sel.value = s.executor || 'builtin'; }); });
+      runsOn = h('div', { class: 'field inline' }, h('label', { for: 'exec-' + s.name }, 'Runs on'), sel);
+    }
     return h('li', { class: 'card skill', 'data-skill': s.name, tabindex: '-1' },
       h('div', { class: 'row spread' },
         h('div', { class: 'grow' }, h('h3', { class: 'flush' }, s.name, s.kind ? h('span', { class: 'badge' }, s.kind) : null,
@@ -183,6 +201,7 @@ async function skills(panel, ui) {
           switchEl({ label: 'Enabled', name: 'enabled', checked: s.enabled, onchange: (on) => patch({ enabled: on }) }),
           switchEl({ label: 'On the wheel', name: 'shortcut', checked: s.shortcut, onchange: (on) => patch({ shortcut: on }) }))),
       s.available ? null : h('p', { class: 'error' }, s.reason),
+      runsOn,
       dl([['Directory', h('code', {}, s.path)], ['Sandbox', sandboxLabel(s.sandbox) + (s.sandboxAsked && s.sandboxAsked !== s.sandbox ? ` (SKILL.md now asks for ${s.sandboxAsked})` : '')],
         ['Projection', s.projection + (s.drift ? ' — drift: rebuild it under Diagnostics' : '')], ['Registered', fmtTime(s.registeredAt)]], 'compact'),
       err, rm);
