@@ -46,6 +46,10 @@ type Channel struct {
 
 	// sh is the part for stores other replicas share (shared.go).
 	sh sharedState
+
+	// askWait wakes the ask_main_session call waiting for a question's answer (ask.go).
+	askMu   sync.Mutex
+	askWait map[string]chan struct{}
 }
 
 // New returns the channel over cfg.Store and starts its worker and deadline sweep. A missing or
@@ -67,6 +71,7 @@ func New(ctx context.Context, cfg Config) (*Channel, error) {
 		st: st, cfg: cfg, log: cfg.Logger, met: newMetrics(cfg.Registerer),
 		started: cfg.Now().UTC(),
 		wake:    make(chan struct{}, 1),
+		askWait: map[string]chan struct{}{},
 	}
 	c.binder = &binder{st: st, secrets: secrets, log: c.log, baseURL: cfg.BaseURL, timeout: cfg.HTTPTimeout}
 	c.pair = &pairing{st: st, now: c.now}
