@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pixie-dev/pixie/internal/agent"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/hint"
 	"github.com/pixie-dev/pixie/internal/model"
@@ -680,4 +681,62 @@ func TestAgentLimitsKeepTheRecord(t *testing.T) {
 	if v2.State != DeliveryFailed || v2.Agent == nil || !reflect.DeepEqual(callNames(v2.Agent), []string{"list"}) {
 		t.Fatalf("cancelled delivery %+v (agent %+v)", v2, v2.Agent)
 	}
+}
+
+// TestAgentHidesTheHomeAndTheSecrets: the Pixie home inside a workspace is neither listed nor
+// read, and the bound bot's secrets in a workspace file are redacted from what the model and
+// the record get.
+func TestAgentHidesTheHomeAndTheSecrets(t *testing.T) {
+	ws := workspace(t, map[string]string{"leak.txt": "secret=" + testSecret + " token=" + testToken + "\n", ".pixie/token": "admin-token-xyz"})
+	sm := newScripted(t, "openai",
+		step{calls: []stepCall{{"list", map[string]any{}}, {"read", map[string]any{"path": ".pixie/token"}}, {"read", map[string]any{"path": "leak.txt"}},
+			{"search", map[string]any{"pattern": "admin-token"}}}},
+		step{text: "ok"},
+	)
+	h := agentHarness(t, sm.model, func(c *Config) { c.DefaultWorkspace, c.Home = ws, filepath.Join(ws, ".pixie") })
+	e := h.ask(alice, "oc_home", "show me everything")
+	h.replyTo(e.messageID)
+	a := h.settledDelivery("oc_home", e.messageID).Agent
+	if a == nil || len(a.ToolCalls) != 4 {
+		t.Fatalf("record %+v", a)
+	}
+	if out := a.ToolCalls[0].Output; strings.Contains(out, ".pixie") || !strings.Contains(out, "leak.txt") {
+		t.Errorf("list shows the home: %q", out)
+	}
+	if c := a.ToolCalls[1]; !c.IsError || !strings.Contains(c.Output, "hidden") {
+		t.Errorf("read of the home: %+v", c)
+	}
+	if out := a.ToolCalls[2].Output; !strings.Contains(out, "secret=[redacted] token=[redacted]") {
+		t.Errorf("secrets not redacted: %q", out)
+	}
+	if out := a.ToolCalls[3].Output; !strings.Contains(out, "no match") {
+		t.Errorf("search found the home: %q", out)
+	}
+	rec, _ := json.Marshal(a)
+	for _, leak := range []string{testSecret, testToken, "admin-token-xyz"} {
+		if strings.Contains(string(rec), leak) {
+			t.Errorf("the record holds %q", leak)
+		}
+		for _, r := range sm.requests() {
+			if strings.Contains(r.raw, leak) {
+				t.Errorf("the model got %q", leak)
+			}
+		}
+	}
+}
+
+// TestAgentRecordCap: a Delivery's record keeps inputs and outputs up to maxAgentRecord bytes
+// in all; a call past the cap is kept without them and counted.
+func TestAgentRecordCap(t *testing.T) {
+	r := &childRun{redact: func(s string) string { return s }}
+	r.add(agentRecord(1, strings.Repeat("a", maxAgentRecord-2))) // input {} + output = the cap exactly
+	got := r.add(agentRecord(2, "b"))
+	if len(got.ToolCalls) != 2 || got.Omitted != 1 || len(got.ToolCalls[0].Output) != maxAgentRecord-2 ||
+		!strings.Contains(got.ToolCalls[1].Output, "not recorded") || got.ToolCalls[1].Name != "read" {
+		t.Fatalf("record: omitted %d, calls %d, outputs %d / %q", got.Omitted, len(got.ToolCalls), len(got.ToolCalls[0].Output), got.ToolCalls[1].Output)
+	}
+}
+
+func agentRecord(n int, output string) agent.Record {
+	return agent.Record{N: n, Step: 1, Name: "read", Input: json.RawMessage(`{}`), Output: output}
 }
