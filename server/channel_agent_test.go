@@ -157,7 +157,9 @@ func TestChannelAskMainSession(t *testing.T) {
 	}
 
 	// The child goes on with the answer as context, and the Delivery keeps the call.
-	waitUntil(t, "the child's reply", func() bool { return strings.Contains(strings.Join(api.log(), "\n"), "reply om_a2 It lives in /srv/app.") })
+	waitUntil(t, "the child's reply", func() bool {
+		return strings.Contains(strings.Join(api.log(), "\n"), "reply om_a2 It lives in /srv/app.")
+	})
 	calls := srvModel.Calls()
 	if len(calls) != 2 || len(calls[1].Results) != 1 || !strings.Contains(calls[1].Results[0].Output, "In /srv/app.") ||
 		!strings.Contains(calls[1].Results[0].Output, "not an authorization") || strings.Join(calls[1].Tools, ",") != "list,read,search,ask_main_session" {

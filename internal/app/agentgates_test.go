@@ -60,7 +60,7 @@ func TestAgentGatesAdapter(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = svc.Close(ctx) })
 	g := gate.Gate{Name: "no-reads", Enabled: true, Point: agent.PointToolBefore, Task: "Is this call fine?",
-		Rule: &gate.Rule{Kind: runtime.KindScript, Name: "deny-read.sh"},
+		Rule:     &gate.Rule{Kind: runtime.KindScript, Name: "deny-read.sh"},
 		Advanced: gate.Options{ShowInChat: true, OnError: gate.OnErrorStop, TimeoutSeconds: 30, RedoLimit: 1, Targets: "child"}}
 	if _, err := svc.Save(ctx, gate.Set{Gates: []gate.Gate{g}, Presets: []gate.Preset{{Name: "lark-test", Gates: []gate.Attachment{{Gate: g.Name, Enabled: true}}}}}); err != nil {
 		t.Fatal(err)
