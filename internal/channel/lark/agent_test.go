@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/hint"
 	"github.com/pixie-dev/pixie/internal/model"
+	"github.com/pixie-dev/pixie/internal/store"
 	"github.com/pixie-dev/pixie/internal/testutil"
 	"github.com/pixie-dev/pixie/internal/testutil/fakechat"
 	"github.com/pixie-dev/pixie/internal/testutil/fakemodel"
@@ -739,4 +741,78 @@ func TestAgentRecordCap(t *testing.T) {
 
 func agentRecord(n int, output string) agent.Record {
 	return agent.Record{N: n, Step: 1, Name: "read", Input: json.RawMessage(`{}`), Output: output}
+}
+
+// TestAskAfterACrash: a question left pending by a run that died with its process (nobody waits
+// for it any more) is expired when the Delivery runs again, so a late answer is refused instead
+// of being lost.
+func TestAskAfterACrash(t *testing.T) {
+	release := make(chan struct{})
+	var calls atomic.Int32
+	srv := fakechat.NewScript(t, func(c fakechat.Call) fakechat.Turn {
+		// The first run's model call hangs until the process "dies"; the next run's answers.
+		if calls.Add(1) == 1 {
+			select {
+			case <-release:
+			case <-time.After(10 * time.Second):
+			}
+		}
+		return fakechat.Turn{Text: "ok"}
+	})
+	defer close(release)
+	m, err := model.New(model.Config{Provider: "openai", BaseURL: srv.URL, Model: "m", APIKey: "k", Timeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _, main := askHarness(t, m, nil)
+	e := h.ask(alice, "oc_ask", "where?")
+	v := h.waitCurrent("oc_ask", e.messageID)
+	waitFor(t, "the first model call", func() bool { return len(srv.Calls()) == 1 })
+	// What a crash mid-question leaves behind.
+	now := h.clock.Now()
+	stale := Question{ID: newQuestionID(), DeliveryID: v.ID, LocusID: v.LocusID, ChildID: v.ChildID, MainSessionID: main,
+		Question: "root?", State: QuestionPending, AskedAt: now, ExpiresAt: now.Add(10 * time.Minute)}
+	if err := h.st.Update(context.Background(), func(tx *store.Tx) error { return colQuestion.PutTTL(tx, stale.ID, stale, QuestionTTL) }); err != nil {
+		t.Fatal(err)
+	}
+	h.restart()
+	h.replyTo(e.messageID)
+	q, err := h.ch.GetQuestion(context.Background(), stale.ID)
+	if err != nil || q.State != QuestionExpired {
+		t.Fatalf("question %+v %v", q, err)
+	}
+	if _, err := h.ch.Answer(context.Background(), main, stale.ID, AnswerRequest{Answer: "late"}); errs.CodeOf(err) != errs.Conflict {
+		t.Fatalf("late answer: %v", err)
+	}
+}
+
+// TestAskOpenQuestionsCap: one main session has at most MaxOpenQuestions questions waiting
+// across its children; the next child's question is refused (it goes on without), and an
+// answer frees a place.
+func TestAskOpenQuestionsCap(t *testing.T) {
+	sm := newScripted(t, "openai", step{calls: []stepCall{{"ask_main_session", map[string]any{"question": "root?"}}}}, step{text: "done"})
+	h, hq, main := askHarness(t, sm.model, nil)
+	chats := []string{"oc_ask", "oc_ask2", "oc_ask3", "oc_ask4"}
+	for _, c := range chats[1:] {
+		h.command(alice, c, "/bind "+main)
+	}
+	var qids []string
+	var evs []ev
+	for _, c := range chats[:MaxOpenQuestions] {
+		evs = append(evs, h.ask(alice, c, "where?"))
+		qids = append(qids, questionIDRe.FindString(waitHint(t, hq, main)))
+	}
+	// The fourth is refused at once: its run goes on and replies.
+	e4 := h.ask(alice, chats[3], "where?")
+	h.replyTo(e4.messageID)
+	a := h.settledDelivery(chats[3], e4.messageID).Agent
+	if a == nil || len(a.ToolCalls) != 1 || !a.ToolCalls[0].IsError || !strings.Contains(a.ToolCalls[0].Output, "has 3 questions waiting") {
+		t.Fatalf("fourth question: %+v", a)
+	}
+	for i, qid := range qids {
+		if _, err := h.ch.Answer(context.Background(), main, qid, AnswerRequest{Answer: "/srv"}); err != nil {
+			t.Fatalf("answer %d: %v", i, err)
+		}
+		h.replyTo(evs[i].messageID)
+	}
 }

@@ -331,6 +331,30 @@ func (c *Channel) expireQuestion(ctx context.Context, id string) (Question, erro
 	return out, err
 }
 
+// expireDeliveryQuestions expires the questions of Delivery id still pending from an earlier
+// run of it (stopped by a restart before it got its answer): nobody waits for them now, so a
+// late answer is refused rather than lost, and they no longer count against MaxOpenQuestions.
+func (c *Channel) expireDeliveryQuestions(ctx context.Context, id string) error {
+	return c.st.Update(ctx, func(tx *store.Tx) error {
+		var stale []Question
+		if err := colQuestion.Each(tx, "", store.ScanOptions{}, func(_ string, q Question) error {
+			if q.DeliveryID == id && q.State == QuestionPending {
+				stale = append(stale, q)
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		for _, q := range stale {
+			q.State = QuestionExpired
+			if err := colQuestion.PutTTL(tx, q.ID, q, questionTTL(q, c.now())); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // hintText is the hint that carries q to the main session: how to answer first (the hint queue
 // shows 600 characters of a hint, and the question is capped to fit after it), then the question.
 func (a *asker) hintText(q Question, wait time.Duration) string {

@@ -159,6 +159,8 @@ type Status struct {
 	ModelConfigured  bool        `json:"modelConfigured"`
 	SpoolDir         string      `json:"spoolDir,omitempty"`
 	ImagesOK         bool        `json:"imagesOk"`
+	// Agent is what the built-in executor's agent has here.
+	Agent AgentStatus `json:"agent"`
 	Pairing          PairingInfo `json:"pairing"`
 	Allowlisted      int         `json:"allowlisted"`
 	OwnerOpenID      string      `json:"ownerOpenId,omitempty"`
@@ -166,6 +168,21 @@ type Status struct {
 	Watermark        time.Time   `json:"watermark"`
 	ReplayWindow     string      `json:"replayWindow"`
 	Drops            []DropCount `json:"drops"`
+}
+
+// AgentStatus is the built-in executor's agent as configured: its limits, its gates' preset,
+// and whether the shell tool (shell tier) and ask_main_session are available.
+type AgentStatus struct {
+	MaxSteps   int    `json:"maxSteps"`
+	MaxTokens  int    `json:"maxTokens"`
+	Timeout    string `json:"timeout"`
+	AskTimeout string `json:"askTimeout"`
+	// Preset is the preset whose gates check the tool calls ("" when no gates are wired).
+	Preset string `json:"preset,omitempty"`
+	// Shell is true when shell-tier entries get the shell tool (read-only sandbox).
+	Shell bool `json:"shell"`
+	// AskMainSession is true when the child can ask its main session (registered sessions).
+	AskMainSession bool `json:"askMainSession"`
 }
 
 // Status reports the channel's state.
@@ -180,6 +197,11 @@ func (c *Channel) Status(ctx context.Context) Status {
 		ReplayWindow:     c.cfg.ReplayWindow.String(),
 		Pairing:          c.pair.info(ctx),
 		Drops:            c.met.dropCounts(),
+		Agent: AgentStatus{MaxSteps: c.cfg.Agent.MaxSteps, MaxTokens: c.cfg.Agent.MaxTokens, Timeout: c.cfg.Agent.Timeout.String(),
+			AskTimeout: c.cfg.Agent.AskTimeout.String(), Shell: c.cfg.Agent.Shell != nil, AskMainSession: c.cfg.Agent.Hints != nil},
+	}
+	if c.cfg.Agent.Gates != nil {
+		s.Agent.Preset = c.cfg.Agent.Preset
 	}
 	if b := c.binder.live(); b != nil {
 		s.Bound, s.AppID, s.BotOpenID, s.BotName, s.Encrypted = true, b.appID, b.botOpenID, b.botName, b.encryptKey != ""

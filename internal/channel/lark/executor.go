@@ -85,6 +85,9 @@ func (c *Channel) runBuiltin(ctx context.Context, d Delivery, l Locus) {
 		fail("the child session could not be read", nil)
 		return
 	}
+	if err := c.expireDeliveryQuestions(ctx, d.ID); err != nil {
+		c.log.Warn("lark: could not expire the questions of an earlier run", "delivery", d.ID, "err", describeErr(err))
+	}
 	run, err := c.prepareRun(ctx, d, l, child)
 	if err != nil {
 		fail("the child's tools could not be set up: "+describeErr(err), nil)
