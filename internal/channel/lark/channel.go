@@ -152,22 +152,22 @@ type Status struct {
 	// Encrypted is true when an encrypt key is bound (events are encrypted and signed).
 	Encrypted bool `json:"encrypted"`
 	// Warnings name parts that are degraded without making the channel unavailable.
-	Warnings         []string    `json:"warnings,omitempty"`
-	DefaultWorkspace string      `json:"defaultWorkspace,omitempty"`
-	WorkspaceOK      bool        `json:"workspaceOk"`
-	Executor         string      `json:"executor"`
-	ModelConfigured  bool        `json:"modelConfigured"`
-	SpoolDir         string      `json:"spoolDir,omitempty"`
-	ImagesOK         bool        `json:"imagesOk"`
+	Warnings         []string `json:"warnings,omitempty"`
+	DefaultWorkspace string   `json:"defaultWorkspace,omitempty"`
+	WorkspaceOK      bool     `json:"workspaceOk"`
+	Executor         string   `json:"executor"`
+	ModelConfigured  bool     `json:"modelConfigured"`
+	SpoolDir         string   `json:"spoolDir,omitempty"`
+	ImagesOK         bool     `json:"imagesOk"`
 	// Agent is what the built-in executor's agent has here.
-	Agent AgentStatus `json:"agent"`
-	Pairing          PairingInfo `json:"pairing"`
-	Allowlisted      int         `json:"allowlisted"`
-	OwnerOpenID      string      `json:"ownerOpenId,omitempty"`
-	StartedAt        time.Time   `json:"startedAt"`
-	Watermark        time.Time   `json:"watermark"`
-	ReplayWindow     string      `json:"replayWindow"`
-	Drops            []DropCount `json:"drops"`
+	Agent        AgentStatus `json:"agent"`
+	Pairing      PairingInfo `json:"pairing"`
+	Allowlisted  int         `json:"allowlisted"`
+	OwnerOpenID  string      `json:"ownerOpenId,omitempty"`
+	StartedAt    time.Time   `json:"startedAt"`
+	Watermark    time.Time   `json:"watermark"`
+	ReplayWindow string      `json:"replayWindow"`
+	Drops        []DropCount `json:"drops"`
 }
 
 // AgentStatus is the built-in executor's agent as configured: its limits, its gates' preset,
