@@ -3,6 +3,7 @@ package lark
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -815,4 +816,59 @@ func TestAskOpenQuestionsCap(t *testing.T) {
 		}
 		h.replyTo(evs[i].messageID)
 	}
+}
+
+// TestAgentTimeLimit: a run past lark.agent.timeout fails its Delivery with a reason that says
+// so, keeping the calls made.
+func TestAgentTimeLimit(t *testing.T) {
+	srv := fakechat.NewScript(t, func(c fakechat.Call) fakechat.Turn {
+		if len(c.Results) == 0 {
+			return fakechat.Turn{Calls: []fakechat.ToolCall{{Name: "list", Arguments: `{}`}}}
+		}
+		time.Sleep(time.Second)
+		return fakechat.Turn{Text: "too late"}
+	})
+	m, err := model.New(model.Config{Provider: "openai", BaseURL: srv.URL, Model: "m", APIKey: "k", Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := agentHarness(t, m, func(c *Config) { c.Agent.Timeout = 300 * time.Millisecond })
+	e := h.ask(alice, "oc_slow", "slow")
+	v := h.settledDelivery("oc_slow", e.messageID)
+	if v.State != DeliveryFailed || !strings.Contains(v.FailReason, "ran out of time") || v.Agent == nil || len(v.Agent.ToolCalls) != 1 {
+		t.Fatalf("delivery %+v (agent %+v)", v, v.Agent)
+	}
+}
+
+// TestAgentConfig: the agent's limits default, and bad ones are refused when the channel starts.
+func TestAgentConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		a    AgentConfig
+		ok   bool
+	}{
+		{"zero value", AgentConfig{}, true},
+		{"negative steps", AgentConfig{MaxSteps: -1}, false},
+		{"ask beyond the run", AgentConfig{Timeout: time.Minute, AskTimeout: time.Minute + time.Second}, false},
+		{"ask at the run's limit", AgentConfig{Timeout: time.Minute, AskTimeout: time.Minute}, true},
+		{"past a Delivery's longest deadline", AgentConfig{Timeout: DefaultMaxDeadline + time.Second}, false},
+		{"gates without a preset", AgentConfig{Gates: noGates{}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Config{Agent: tc.a}.withDefaults()
+			if (err == nil) != tc.ok {
+				t.Fatalf("err %v", err)
+			}
+			if err == nil && (c.Agent.MaxSteps <= 0 || c.Agent.MaxTokens <= 0 || c.Agent.Timeout <= 0 || c.Agent.AskTimeout <= 0 || c.Agent.AskTimeout > c.Agent.Timeout) {
+				t.Fatalf("defaults %+v", c.Agent)
+			}
+		})
+	}
+}
+
+// noGates is an agent.Gates value for the configuration check only (it is never called).
+type noGates struct{}
+
+func (noGates) Check(context.Context, agent.GateCheck) (agent.GateVerdict, error) {
+	return agent.GateVerdict{}, errors.New("not called")
 }

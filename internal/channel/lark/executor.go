@@ -218,7 +218,7 @@ func describeAgentErr(err error) string {
 	switch {
 	case errors.Is(err, agent.ErrStepLimit), errors.Is(err, agent.ErrTokenLimit), errors.Is(err, agent.ErrCutAnswer):
 		return describeErr(err)
-	case errs.CodeOf(err) == errs.Timeout && errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded):
 		return "the agent ran out of time (lark.agent.timeout, or the Delivery's deadline)"
 	case errs.Is(err, errs.Invalid):
 		return "the agent could not start: " + describeErr(err)
