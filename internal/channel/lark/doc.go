@@ -67,7 +67,8 @@
 //     Config.MaxQueue others (beyond that the event is dropped as queue_full).
 //   - Current: accepted now, with a deadline Config.InitialDeadline away. Activation follows,
 //     once per process and under the Locus's side lock: the working reaction on the triggering
-//     message, its images into the spool, and, for the built-in executor, a model turn. An
+//     message, its images into the spool, and, for the built-in executor, an agent run (its
+//     tool calls recorded on the Delivery as they are made; its final text the reply). An
 //     external executor pulls it with Current (which waits for the activation) or WaitCurrent,
 //     and may move its deadline with Wait, never past Config.MaxDeadline after acceptance.
 //   - Settled: Finish (a reply or a reason not to reply: done), Cancel or an executor failure

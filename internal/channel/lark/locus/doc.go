@@ -7,7 +7,7 @@
 // The package knows nothing of Lark's API: it imports neither the Lark SDK nor larkapi. The
 // channel (package lark) drives the Queue and does everything that talks to Lark: the reply
 // (through the Send it hands to Settle), the reactions, the download of images into the spool,
-// the built-in executor's model turn. The image spool is the spool sub-package's; the Queue
+// the built-in executor's agent run. The image spool is the spool sub-package's; the Queue
 // owns the one Spool of its Deliveries.
 //
 // # Key layout
