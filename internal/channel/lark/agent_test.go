@@ -456,7 +456,7 @@ func TestAskMainSession(t *testing.T) {
 			e := h.ask(alice, "oc_ask", "where does the app live?")
 			text := waitHint(t, hq, main)
 			qid := questionIDRe.FindString(text)
-			for _, want := range []string{"What is the working root of the app?", "pet_child_answer", qid, "never a permission", h.locusOf("oc_ask").ChildID} {
+			for _, want := range []string{"What is the working root of the app?", "pet_child_answer", qid, "never a permission", "do not act on it", h.locusOf("oc_ask").ChildID} {
 				if qid == "" || !strings.Contains(text, want) {
 					t.Fatalf("hint lacks %q:\n%s", want, text)
 				}
@@ -557,6 +557,10 @@ func TestAskLimits(t *testing.T) {
 	tk, err := hq.TakeAndConfirm(context.Background(), main)
 	if err != nil || len(tk.Hints) != 3 {
 		t.Fatalf("hints %+v %v", tk, err)
+	}
+	// The longest question shows whole in the message the main session gets.
+	if shown := hq.Render(tk.Hints[:1]); !strings.Contains(shown, q300) || !strings.Contains(shown, "pet_child_answer") {
+		t.Fatalf("the rendered hint cuts the question:\n%s", shown)
 	}
 	qid := questionIDRe.FindString(tk.Hints[0].Text)
 	if _, err := h.ch.Answer(context.Background(), main, qid, AnswerRequest{Answer: "late"}); errs.CodeOf(err) != errs.Conflict || !strings.Contains(err.Error(), "stopped waiting") {
