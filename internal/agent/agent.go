@@ -107,6 +107,13 @@ type Config struct {
 	Redact func(string) string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// OnCall, when set, gets each tool call's record as soon as it is made (from the Run's own
+	// goroutine, before the next call runs), so a caller can keep the record of a Run that is
+	// stopped before it returns.
+	OnCall func(Record)
+	// KeyPrefix names the configuration keys of the limits in a limit's error message
+	// ("<prefix>.maxSteps"); empty means "pet.agent".
+	KeyPrefix string
 }
 
 // Record is one tool call and its result, as kept in a Run's record.
@@ -170,6 +177,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.KeyPrefix == "" {
+		c.KeyPrefix = "pet.agent"
+	}
 	seen := map[string]bool{}
 	for _, t := range c.Tools {
 		if !model.ValidToolName(t.Name) || t.Run == nil {
@@ -201,7 +211,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	for step := 1; ; step++ {
 		if step > cfg.MaxSteps {
 			return res, errs.Wrap(errs.Unprocessable, ErrStepLimit,
-				"the agent reached its step limit (%d model turns) before it finished; raise pet.agent.maxSteps or simplify the task", cfg.MaxSteps)
+				"the agent reached its step limit (%d model turns) before it finished; raise %s.maxSteps or simplify the task", cfg.MaxSteps, cfg.KeyPrefix)
 		}
 		if err := ctx.Err(); err != nil {
 			return res, deadline(err)
@@ -226,7 +236,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		res.Messages = append(res.Messages, model.Message{Role: model.RoleAssistant, Content: resp.Text, Parts: parts})
 		if used := res.Usage.InputTokens + res.Usage.OutputTokens; used > cfg.MaxTokens {
 			return res, errs.Wrap(errs.Unprocessable, ErrTokenLimit,
-				"the agent used %d tokens in %d model turns; the limit is %d (pet.agent.maxTokens)", used, step, cfg.MaxTokens)
+				"the agent used %d tokens in %d model turns; the limit is %d (%s.maxTokens)", used, step, cfg.MaxTokens, cfg.KeyPrefix)
 		}
 		if len(resp.ToolCalls) == 0 {
 			if resp.Stop == model.StopMaxTokens {
@@ -239,6 +249,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		for i, c := range resp.ToolCalls {
 			rec, toModel := cfg.call(ctx, byName, c, step, len(res.Calls)+1, i)
 			res.Calls = append(res.Calls, rec)
+			if cfg.OnCall != nil {
+				cfg.OnCall(rec)
+			}
 			results = append(results, model.ToolResultPart(toModel))
 		}
 		res.Messages = append(res.Messages, model.Message{Role: model.RoleUser, Parts: results})

@@ -175,6 +175,19 @@ func TestLimits(t *testing.T) {
 			t.Fatalf("the transcript so far is lost: %+v", res)
 		}
 	})
+	t.Run("key prefix and OnCall", func(t *testing.T) {
+		srv := fakechat.NewScript(t, script)
+		var seen []agent.Record
+		res, err := agent.Run(context.Background(), agent.Config{Model: chatModel(t, srv), User: "go", Tools: fileTools(t, root),
+			MaxSteps: 2, KeyPrefix: "lark.agent", OnCall: func(r agent.Record) { seen = append(seen, r) }})
+		if !errors.Is(err, agent.ErrStepLimit) || !strings.Contains(err.Error(), "raise lark.agent.maxSteps") {
+			t.Fatalf("err %v", err)
+		}
+		// Every call reached OnCall as it was made, with the record the Result keeps.
+		if len(seen) != 2 || seen[0].Name != "list" || seen[1].Name != "read" || seen[1].Output != res.Calls[1].Output {
+			t.Fatalf("OnCall got %+v", seen)
+		}
+	})
 	t.Run("cut answer", func(t *testing.T) {
 		srv := fakechat.NewScript(t, func(fakechat.Call) fakechat.Turn { return fakechat.Turn{Text: "half an ans", Finish: "length"} })
 		res, err := agent.Run(context.Background(), agent.Config{Model: chatModel(t, srv), User: "go"})

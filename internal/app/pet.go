@@ -5,13 +5,10 @@ import (
 	"errors"
 	"log/slog"
 	"path/filepath"
-	"strings"
 
 	"github.com/pixie-dev/pixie/internal/agent"
-	"github.com/pixie-dev/pixie/internal/clip"
 	"github.com/pixie-dev/pixie/internal/config"
 	"github.com/pixie-dev/pixie/internal/errs"
-	"github.com/pixie-dev/pixie/internal/gate"
 	"github.com/pixie-dev/pixie/internal/helper"
 	"github.com/pixie-dev/pixie/internal/model"
 	"github.com/pixie-dev/pixie/internal/pet"
@@ -39,59 +36,6 @@ func (b probedBash) Probe(_ context.Context, policy runtime.Policy) error {
 }
 
 var _ wasm.Source = (*pet.ModuleFiles)(nil)
-
-// gateEvaluator is the gate pipeline as Pet's agent uses it; *gate.Service implements it.
-type gateEvaluator interface {
-	Evaluate(ctx context.Context, req gate.EvalRequest) (gate.Result, error)
-}
-
-// agentGates adapts the gate pipeline to the built-in agent (internal/agent): each tool call of
-// Pet's agent is a tool-before and a tool-after evaluation of the executor session, with the
-// preset named in pet.agent.preset, like any agent host's. A preset that does not exist runs no
-// gate.
-type agentGates struct{ g gateEvaluator }
-
-var _ agent.Gates = agentGates{}
-
-// AgentGates returns the gates of Pet's agent over g (nil: no gates).
-func AgentGates(g gateEvaluator) agent.Gates {
-	if g == nil {
-		return nil
-	}
-	return agentGates{g: g}
-}
-
-// agentHost names Pet's agent among the hosts (EvalRequest.Host).
-const agentHost = "pixie-pet"
-
-// Check implements agent.Gates.
-func (a agentGates) Check(ctx context.Context, c agent.GateCheck) (agent.GateVerdict, error) {
-	if c.Session.Preset == "" {
-		return agent.GateVerdict{Action: agent.ActionNone}, nil
-	}
-	r, err := a.g.Evaluate(ctx, gate.EvalRequest{
-		Point:   c.Point,
-		Session: gate.Session{ID: c.Session.ID, Preset: c.Session.Preset, Cwd: c.Session.Cwd, Policy: c.Session.Policy},
-		Agent:   gate.AgentRoot, Turn: c.Turn,
-		Tool:   &gate.Tool{Name: c.Tool, Args: c.Args, CallID: clipCallID(c.CallID)},
-		Target: clip.Bytes(c.Target, gate.MaxTargetSize),
-		Host:   agentHost,
-	})
-	if err != nil {
-		return agent.GateVerdict{}, err
-	}
-	v := agent.GateVerdict{Action: r.Action, Text: r.Text, Addition: r.Addition, Reason: r.Reason, Notes: r.Notes, Gate: r.Gate}
-	if r.Error != "" {
-		v.Notes = append(v.Notes, "gate error: "+r.Error)
-	}
-	return v, nil
-}
-
-// clipCallID keeps a model's call id within what an evaluation takes (256 bytes, no '/').
-func clipCallID(id string) string {
-	id = strings.ReplaceAll(id, "/", "_")
-	return clip.Bytes(id, 256)
-}
 
 // newPet builds the Pet service: scripts run on the rule dispatcher's bash executor (behind a
 // Landlock probe), skill.wasm files on a WASM executor of Pet's own that loads modules by path

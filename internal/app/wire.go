@@ -147,7 +147,7 @@ func (a *App) wire(ctx context.Context, version string) error {
 		return fmt.Errorf("pet: %w", err)
 	}
 	a.closers = append(a.closers, petClose)
-	larkCh, err := newLarkChannel(ctx, cfg, log, st, pixieModel, creds)
+	larkCh, err := newLarkChannel(ctx, cfg, log, st, pixieModel, creds, gates, rules, hints)
 	if err != nil {
 		return fmt.Errorf("lark: %w", err)
 	}

@@ -187,10 +187,21 @@ type PetCLIConfig struct {
 
 // LarkConfig is the Lark channel (credentials live in the credentials file, not here).
 type LarkConfig struct {
-	Enabled          bool          `yaml:"enabled" doc:"turn the channel on (it also needs a binding)"`
-	BaseURL          string        `yaml:"baseUrl" doc:"Lark open API base URL"`
-	DefaultWorkspace string        `yaml:"defaultWorkspace" doc:"workspace for automatically created main sessions"`
-	ReplayWindow     time.Duration `yaml:"replayWindow" doc:"accepted age of an event's timestamp"`
+	Enabled          bool            `yaml:"enabled" doc:"turn the channel on (it also needs a binding)"`
+	BaseURL          string          `yaml:"baseUrl" doc:"Lark open API base URL"`
+	DefaultWorkspace string          `yaml:"defaultWorkspace" doc:"workspace for automatically created main sessions"`
+	ReplayWindow     time.Duration   `yaml:"replayWindow" doc:"accepted age of an event's timestamp"`
+	Agent            LarkAgentConfig `yaml:"agent"`
+}
+
+// LarkAgentConfig is the built-in Lark executor's agent: the child answers a Delivery with tools
+// over its Locus's workspace (docs/lark.md, "The built-in executor").
+type LarkAgentConfig struct {
+	MaxSteps   int           `yaml:"maxSteps" doc:"model turns per Delivery"`
+	MaxTokens  int           `yaml:"maxTokens" doc:"tokens per Delivery (input and output of every model call)"`
+	Timeout    time.Duration `yaml:"timeout" doc:"time limit of one Delivery's run (never past its deadline)"`
+	AskTimeout time.Duration `yaml:"askTimeout" doc:"how long ask_main_session waits for the main session's answer"`
+	Preset     string        `yaml:"preset" doc:"preset whose gates check the child's tool calls; empty = hooks.defaultPreset"`
 }
 
 // Defaults returns the built-in settings for home.
@@ -218,7 +229,8 @@ func Defaults(home string) Config {
 		Hooks: HooksConfig{DefaultPreset: "default", Timeout: 90 * time.Second}, // above the 60 s default gate time limit
 		Pet: PetConfig{MaxSkillFiles: 200, MaxSkillFileSize: 1 << 20, MaxSkillSize: 8 << 20, RunTimeout: 60 * time.Second,
 			Agent: PetAgentConfig{MaxSteps: 20, MaxTokens: 200_000, ShellTimeout: 60 * time.Second}},
-		Lark: LarkConfig{BaseURL: "https://open.feishu.cn", ReplayWindow: 5 * time.Minute},
+		Lark: LarkConfig{BaseURL: "https://open.feishu.cn", ReplayWindow: 5 * time.Minute,
+			Agent: LarkAgentConfig{MaxSteps: 12, MaxTokens: 100_000, Timeout: 15 * time.Minute, AskTimeout: 10 * time.Minute}},
 	}
 }
 
@@ -618,6 +630,10 @@ func (c *Config) Validate() error {
 		{"pet.agent.maxSteps", int64(c.Pet.Agent.MaxSteps)},
 		{"pet.agent.maxTokens", int64(c.Pet.Agent.MaxTokens)},
 		{"pet.agent.shellTimeout", int64(c.Pet.Agent.ShellTimeout)},
+		{"lark.agent.maxSteps", int64(c.Lark.Agent.MaxSteps)},
+		{"lark.agent.maxTokens", int64(c.Lark.Agent.MaxTokens)},
+		{"lark.agent.timeout", int64(c.Lark.Agent.Timeout)},
+		{"lark.agent.askTimeout", int64(c.Lark.Agent.AskTimeout)},
 	}
 	for _, p := range positive {
 		if p.n <= 0 {
@@ -632,6 +648,12 @@ func (c *Config) Validate() error {
 	}
 	if c.WASM.MemoryPages > 65536 {
 		return bad("wasm.memoryPages", "must be at most 65536 (4 GiB)")
+	}
+	if c.Lark.Agent.Timeout > 24*time.Hour {
+		return bad("lark.agent.timeout", "must be at most 24h (a Delivery's longest deadline)")
+	}
+	if c.Lark.Agent.AskTimeout > c.Lark.Agent.Timeout {
+		return bad("lark.agent.askTimeout", "must not be beyond lark.agent.timeout (%s)", c.Lark.Agent.Timeout)
 	}
 	if c.PublicURL != "" && !strings.HasPrefix(c.PublicURL, "http://") && !strings.HasPrefix(c.PublicURL, "https://") {
 		return bad("publicUrl", "must start with http:// or https://")
