@@ -483,7 +483,7 @@ func checkCodex(ctx context.Context, r *doctorReport, dir string) {
 		return
 	}
 	defer a.Close()
-	hs, _, err := a.hooks(dir)
+	hs, _, err := a.Hooks(dir)
 	if err != nil {
 		r.problem("Codex's hooks could not be listed: "+err.Error(), "run codex once in the project to check its configuration")
 		return
@@ -516,7 +516,7 @@ func checkCodex(ctx context.Context, r *doctorReport, dir string) {
 			r.problem(fmt.Sprintf("Codex has not recorded trust for the hook %s (%s): codex exec skips it without a word", h.Key, h.TrustStatus), "pixie init codex --write --trust (or review the hooks in the codex TUI)")
 		}
 	}
-	cfg, err := a.config(dir)
+	cfg, err := a.Config(dir)
 	if err != nil {
 		r.problem("Codex's configuration could not be read: "+err.Error(), "run codex once in the project to check its configuration")
 		return

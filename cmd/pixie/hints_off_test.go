@@ -89,7 +89,7 @@ func TestHintsOff(t *testing.T) {
 			names = append(names, tl.Name)
 		}
 		sort.Strings(names)
-		if strings.Join(names, ",") != "judge,pet_locus_finish,pet_locus_wait" {
+		if strings.Join(names, ",") != "judge,pet_child_answer,pet_locus_finish,pet_locus_wait" {
 			t.Fatalf("tools: %v", names)
 		}
 		if ins := cs.InitializeResult().Instructions; strings.Contains(ins, "hint_send") {

@@ -163,12 +163,12 @@ func (a *App) wire(ctx context.Context, version string) error {
 	hcfg.ProxyDeliversHints = cfg.Hints.Delivery != "hooks"
 	info["proxy"] = map[string]any{"anthropicUrl": px.Upstream(proxy.Anthropic), "openaiUrl": px.Upstream(proxy.OpenAI),
 		"hintsDelivery": cfg.Hints.Delivery}
-	petSvc, petClose, err := newPet(ctx, cfg, log, st, rules, pixieModel, helpers, node.Alive, mods.limits)
+	petSvc, petClose, err := newPet(ctx, cfg, log, st, rules, pixieModel, helpers, node.Alive, mods.limits, AgentGates(gates))
 	if err != nil {
 		return fmt.Errorf("pet: %w", err)
 	}
 	a.closers = append(a.closers, petClose)
-	larkCh, err := newLarkChannel(ctx, cfg, log, st, pixieModel, creds)
+	larkCh, err := newLarkChannel(ctx, cfg, log, st, pixieModel, creds, gates, rules, hints)
 	if err != nil {
 		return fmt.Errorf("lark: %w", err)
 	}

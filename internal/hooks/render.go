@@ -420,3 +420,37 @@ func withheldOutput(raw json.RawMessage, notice string) json.RawMessage {
 	}
 	return out
 }
+
+// Describe says in a few words what the gates did at ev ("tool-before block-risky-commands:
+// blocked: Blocked: force push. …"), and whether the step was stopped (a tool call that did not
+// run, a result withheld, an agent message rejected); "" when they did nothing worth a word.
+func Describe(ev Event, o Outcome) (string, bool) {
+	what := ev.Point
+	if o.Gate != "" {
+		what += " " + o.Gate
+	}
+	with := func(s, reason string) string {
+		if reason != "" {
+			return s + ": " + reason
+		}
+		return s
+	}
+	switch o.Action {
+	case ActionBlocked, ActionRejected:
+		return with(what+": "+o.Action, o.Reason), true
+	case ActionReplaced:
+		if ev.Point == abi.PointToolAfter {
+			return what + ": result replaced", false
+		}
+		return what + ": input replaced", false
+	case ActionAppended:
+		return what + ": text added for the model", false
+	}
+	switch {
+	case o.Error != "":
+		return with(what+": gate failed, the step went on", o.Error), false
+	case len(o.Notes) > 0:
+		return with(what+": note", strings.Join(o.Notes, " / ")), false
+	}
+	return "", false
+}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf16"
+
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
@@ -317,6 +319,34 @@ func TestRenderQuiet(t *testing.T) {
 			tc.o.Quiet = true
 			if got := Render(ev, tc.o, ""); !tc.check(got) {
 				t.Fatalf("quiet: %s", got.Marshal())
+			}
+		})
+	}
+}
+
+func TestDescribe(t *testing.T) {
+	before := Event{Point: abi.PointToolBefore}
+	after := Event{Point: abi.PointToolAfter}
+	for _, tc := range []struct {
+		name    string
+		ev      Event
+		o       Outcome
+		want    string
+		stopped bool
+	}{
+		{"nothing", before, Outcome{Action: ActionNone}, "", false},
+		{"blocked", before, Outcome{Action: ActionBlocked, Gate: "risky", Reason: "no"}, "tool-before risky: blocked: no", true},
+		{"withheld", after, Outcome{Action: ActionBlocked, Gate: "secrets"}, "tool-after secrets: blocked", true},
+		{"input replaced", before, Outcome{Action: ActionReplaced, Gate: "g"}, "tool-before g: input replaced", false},
+		{"result replaced", after, Outcome{Action: ActionReplaced, Gate: "g"}, "tool-after g: result replaced", false},
+		{"appended", after, Outcome{Action: ActionAppended, Gate: "g"}, "tool-after g: text added for the model", false},
+		{"gate error", before, Outcome{Action: ActionNone, Gate: "g", Error: "timed out"}, "tool-before g: gate failed, the step went on: timed out", false},
+		{"notes", after, Outcome{Action: ActionNone, Notes: []string{"a", "b"}}, "tool-after: note: a / b", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, stopped := Describe(tc.ev, tc.o)
+			if got != tc.want || stopped != tc.stopped {
+				t.Fatalf("Describe = %q, %v; want %q, %v", got, stopped, tc.want, tc.stopped)
 			}
 		})
 	}

@@ -145,6 +145,17 @@ type Call struct {
 	// make (a user's message, a built-in tool's structured result) are left for the proxy to
 	// make in the request the model gets (Config.Rewrites).
 	ViaProxy bool
+	// NoHints serves the call without the hint queue: no hint is taken and no turn is marked.
+	// Pet's external executors (a CLI running a Skill) set it: a person's hints are for their
+	// own sessions, never for a Pet run, and a global hint must not end up there.
+	NoHints bool
+	// Session, when set, is asked first whether the call's session may be served (a Pet run's
+	// hook credential serves the one session its CLI runs); its error refuses the call.
+	Session func(id string) error
+	// Observe, when set, is told what the gates did to a tool call (by the host's tool_use_id,
+	// in Describe's words) when they did something; stopped means the call did not run or its
+	// result was withheld. Pet keeps it in the Run record of the CLI that made the call.
+	Observe func(toolUseID, gate string, stopped bool)
 }
 
 // Handle answers one hook call: input is the hook input JSON. It calls deliver with the output,
@@ -169,8 +180,17 @@ func (s *Service) Handle(ctx context.Context, call Call, input []byte, deliver f
 	if host != "" {
 		ev.Host = host
 	}
+	if call.Session != nil {
+		if err := call.Session(ev.SessionID); err != nil {
+			return err
+		}
+	}
 	if !ev.Handled {
 		return deliver(Output{})
+	}
+	hints := s.hints
+	if call.NoHints {
+		hints = nil
 	}
 	if preset == "" {
 		preset = s.cfg.DefaultPreset
@@ -179,8 +199,8 @@ func (s *Service) Handle(ctx context.Context, call Call, input []byte, deliver f
 	if err != nil {
 		return err
 	}
-	if ev.Name == EventUserPromptSubmit && ev.Agent == AgentRoot && s.hints != nil {
-		if err := s.hints.TurnStart(ev.SessionID); err != nil {
+	if ev.Name == EventUserPromptSubmit && ev.Agent == AgentRoot && hints != nil {
+		if err := hints.TurnStart(ev.SessionID); err != nil {
 			return err
 		}
 	}
@@ -194,20 +214,25 @@ func (s *Service) Handle(ctx context.Context, call Call, input []byte, deliver f
 	if proxied && o.Action == ActionReplaced {
 		o.ByProxy = s.leaveToProxy(ctx, ev, o, replaceStructured)
 	}
-	if s.hints != nil && ev.Agent == AgentRoot &&
+	if hints != nil && ev.Agent == AgentRoot &&
 		((ev.Name == EventStop && o.Action != ActionSteered) || (ev.Name == EventUserPromptSubmit && o.Action == ActionRejected)) {
-		if err := s.hints.TurnEnd(ev.SessionID); err != nil {
+		if err := hints.TurnEnd(ev.SessionID); err != nil {
 			return err
 		}
 	}
 	var take hint.Take
-	if s.hints != nil && DeliversHints(ev, o) && !(call.ViaProxy && s.cfg.ProxyDeliversHints) &&
+	if hints != nil && DeliversHints(ev, o) && !(call.ViaProxy && s.cfg.ProxyDeliversHints) &&
 		(s.cfg.HintsElsewhere == nil || !s.cfg.HintsElsewhere(ctx, ev.SessionID)) {
-		take, err = s.hints.Take(ctx, ev.SessionID)
+		take, err = hints.Take(ctx, ev.SessionID)
 		if err != nil {
 			// The step goes on without hints; they stay pending for the next one.
 			s.log.Warn("hooks: taking hints failed", "session", ev.SessionID, "err", err)
 			take = hint.Take{}
+		}
+	}
+	if call.Observe != nil && ev.ToolUseID != "" {
+		if d, stopped := Describe(ev, o); d != "" {
+			call.Observe(ev.ToolUseID, d, stopped)
 		}
 	}
 	out := Render(ev, o, take.Message)

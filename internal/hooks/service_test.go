@@ -735,3 +735,67 @@ func TestServiceAfterTheAnswer(t *testing.T) {
 		t.Fatalf("%d run records written after the answer, want 1", n-before)
 	}
 }
+
+// TestServiceForPetRuns: a call marked NoHints (a Pet run's CLI) takes no hint, not even a
+// global one, and marks no turn; Session refuses a call before anything runs; Observe hears
+// what the gates did to a tool call, by its tool_use_id.
+func TestServiceForPetRuns(t *testing.T) {
+	s := newStack(t)
+	ctx := context.Background()
+	if _, err := s.hints.Put(ctx, "", "a line for the person's own session"); err != nil {
+		t.Fatal(err)
+	}
+	sess := map[string]any{"session_id": "pet-run"}
+	type seen struct {
+		id, gate string
+		stopped  bool
+	}
+	var heard []seen
+	call := Call{Preset: "p", NoHints: true, Session: func(id string) error {
+		if id != "pet-run" {
+			return errs.New(errs.Forbidden, "another session")
+		}
+		return nil
+	}, Observe: func(id, gate string, stopped bool) { heard = append(heard, seen{id, gate, stopped}) }}
+	handle := func(c Call, in []byte) (Output, error) {
+		var out Output
+		err := s.svc.Handle(ctx, c, in, func(o Output) error { out = o; return nil })
+		return out, err
+	}
+	s.model.answer(abi.GateOutput{})
+	for _, f := range []string{"user_prompt_submit", "post_tool_use"} {
+		out, err := handle(call, input(t, f, sess))
+		if err != nil || strings.Contains(string(out.Marshal()), "person's own session") {
+			t.Fatalf("%s: %v %s", f, err, out.Marshal())
+		}
+	}
+	if s.hints.Running("pet-run") {
+		t.Fatal("a Pet run's prompt started a turn")
+	}
+	risky := map[string]any{"session_id": "pet-run", "tool_name": "Bash", "tool_input": map[string]any{"command": "git push --force origin main"}}
+	out, err := handle(call, input(t, "pre_tool_use", risky))
+	if err != nil || specOf(out).PermissionDecision != "deny" {
+		t.Fatalf("pre_tool_use: %v %s", err, out.Marshal())
+	}
+	if len(heard) != 1 || heard[0].id != "toolu_01" || !heard[0].stopped || heard[0].gate != "tool-before block-risky-commands: blocked: Blocked: force push. Push without --force, or ask the user first." {
+		t.Fatalf("observed %+v", heard)
+	}
+	if _, err := handle(call, input(t, "pre_tool_use", map[string]any{"session_id": "someone-else"})); !errs.Is(err, errs.Forbidden) {
+		t.Fatalf("another session: %v", err)
+	}
+	if len(heard) != 1 {
+		t.Fatalf("a refused call ran the gates: %+v", heard)
+	}
+	snap, err := s.hints.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Pending) != 1 {
+		t.Fatalf("the global hint was taken: %+v", snap)
+	}
+	// The same steps without NoHints deliver it: the test above means something.
+	s.model.answer(abi.GateOutput{})
+	if out := s.handle(t, "p", input(t, "user_prompt_submit", sess)); !strings.Contains(specOf(out).AdditionalContext, "person's own session") {
+		t.Fatalf("control: %s", out.Marshal())
+	}
+}

@@ -62,6 +62,12 @@ var rules = []rule{
 	// channel (internal/channel/lark) drives them and does the Lark side.
 	{name: "lark-locus-spool", pattern: "./internal/channel/lark/locus/... ./internal/channel/lark/spool/...", deny: []string{larkSDK, larkAPI}},
 	{name: "pet-not-gate", pattern: "./internal/pet/...", deny: []string{gate}},
+	// The built-in agent runs a tool loop on the model: it takes the gates through its own
+	// interface (internal/app adapts the gate service) and keeps no state of its own.
+	{name: "agent", pattern: "./internal/agent/...", deny: []string{echo, badger, pgx, wazero, extism, app, server, store, gate, pet, mod + "/internal/channel"}},
+	// The codex app-server client is a protocol client, shared by the CLI (pixie init codex
+	// --trust, doctor) and Pet's Codex executor: the standard library only.
+	{name: "codexapp", pattern: "./internal/codexapp", deny: []string{stdOnly}},
 	{name: "errs", pattern: "./internal/errs", deny: []string{stdOnly}},
 	{name: "abi", pattern: "./abi/...", dir: "sdk", deny: []string{stdOnly}},
 	{name: "sdk-host", pattern: "./...", dir: "sdk", deny: []string{stdOnly}, allow: []string{pdk, sdkMod}},
