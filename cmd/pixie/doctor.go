@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/BurntSushi/toml"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/pixie-dev/pixie/internal/companion"
@@ -130,6 +131,7 @@ type hookRef struct {
 	home    string // command hooks: --home
 	binary  string // command hooks: the program
 	adapter string // command hooks: the adapter's host argument (claude or codex)
+	proxy   bool   // the hook says its host goes through the model-API proxy (?proxy=1, --proxy)
 }
 
 func runDoctor(ctx context.Context, r *doctorReport, cf clientFlags, dir string) {
@@ -188,6 +190,7 @@ func runDoctor(ctx context.Context, r *doctorReport, cf clientFlags, dir string)
 	}
 	presets := map[string]bool{}
 	for _, host := range hosts {
+		checkProxySetup(r, host, dir, refs)
 		byEvent := map[string]hookRef{}
 		for _, h := range refs {
 			if h.host == host {
@@ -316,6 +319,74 @@ func adapterSpeed(r *doctorReport, h hookRef) {
 	r.warn(fmt.Sprintf("%s's hooks run %s hook, which starts the whole pixie binary for every hook call (about 10 ms of CPU more than pixie-hook); fix: %s", h.file, h.binary, fix))
 }
 
+// checkProxySetup compares what the host's hooks say about the model-API proxy with where the
+// host's model requests go, as far as its settings tell (the agent's environment can also set a
+// base URL, which doctor cannot see: a mismatch is a warning).
+func checkProxySetup(r *doctorReport, host, dir string, refs []hookRef) {
+	saysProxy, saysNot := false, false
+	for _, h := range refs {
+		if h.host == host {
+			saysProxy = saysProxy || h.proxy
+			saysNot = saysNot || !h.proxy
+		}
+	}
+	routed, where := hostUsesProxy(host, dir)
+	switch {
+	case saysProxy && !routed:
+		r.warn(fmt.Sprintf("%s: the hooks leave hints and replacements to the model-API proxy, but %s does not send the model requests through it, "+
+			"so hints never reach the model and replacements of prompts and built-in tool results are lost unless the agent's environment sets the base URL; "+
+			"fix: run pixie init %s --write (or --no-proxy)", hostTitle(host), where, host))
+	case routed && saysNot:
+		r.warn(fmt.Sprintf("%s: the model requests go through the model-API proxy (%s), but some hooks do not say so: they deliver a hint pending at a "+
+			"new session's first prompt into the chat history, and hand replacements to the model as context; fix: run pixie init %s --write", hostTitle(host), where, host))
+	case routed:
+		r.ok("%s: the model requests go through the model-API proxy (%s), and the hooks say so", hostTitle(host), where)
+	}
+}
+
+// hostUsesProxy reports whether the host's settings send its model requests to Pixie's
+// model-API proxy, and names the settings it read.
+func hostUsesProxy(host, dir string) (bool, string) {
+	userHome, _ := os.UserHomeDir()
+	if host == "codex" {
+		path, err := codexConfigPath()
+		if err != nil {
+			return false, "Codex's config.toml"
+		}
+		var c struct {
+			ModelProvider string `toml:"model_provider"`
+		}
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return false, path
+		}
+		if _, err := toml.Decode(string(raw), &c); err != nil {
+			return false, path
+		}
+		return c.ModelProvider == codexProxyProvider, path
+	}
+	files := []string{filepath.Join(dir, ".claude", "settings.local.json"), filepath.Join(dir, ".claude", "settings.json")}
+	if userHome != "" {
+		files = append(files, filepath.Join(userHome, ".claude", "settings.json"))
+	}
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		var doc struct {
+			Env map[string]any `json:"env"`
+		}
+		if json.Unmarshal(raw, &doc) != nil {
+			continue
+		}
+		if u, ok := doc.Env["ANTHROPIC_BASE_URL"].(string); ok {
+			return strings.Contains(u, "/v1/proxy/anthropic"), f
+		}
+	}
+	return false, "Claude Code's settings"
+}
+
 // findHooks reads Pixie's hook handlers from the hosts' settings: the project's first, then the
 // user's. hosts lists the hosts with at least one.
 func findHooks(dir string) ([]hookRef, []string) {
@@ -376,6 +447,7 @@ func parseHookRef(host, event, file string, h map[string]any) hookRef {
 		ref.kind = "http"
 		if pu, err := url.Parse(u); err == nil {
 			ref.preset = pu.Query().Get("preset")
+			ref.proxy = pu.Query().Get("proxy") == "1"
 			pu.RawQuery, pu.Path = "", ""
 			ref.url = pu.String()
 		}
@@ -408,6 +480,8 @@ func parseHookRef(host, event, file string, h map[string]any) hookRef {
 			ref.preset = next()
 		case w == "--home":
 			ref.home = next()
+		case w == "--proxy" || w == "--proxy=true":
+			ref.proxy = true
 		case strings.HasPrefix(w, "--url="):
 			ref.url = w[len("--url="):]
 		case strings.HasPrefix(w, "--preset="):
@@ -468,7 +542,7 @@ func checkCodex(ctx context.Context, r *doctorReport, dir string) {
 		return
 	}
 	defer a.Close()
-	hs, _, err := a.hooks(dir)
+	hs, _, err := a.Hooks(dir)
 	if err != nil {
 		r.problem("Codex's hooks could not be listed: "+err.Error(), "run codex once in the project to check its configuration")
 		return
@@ -501,7 +575,7 @@ func checkCodex(ctx context.Context, r *doctorReport, dir string) {
 			r.problem(fmt.Sprintf("Codex has not recorded trust for the hook %s (%s): codex exec skips it without a word", h.Key, h.TrustStatus), "pixie init codex --write --trust (or review the hooks in the codex TUI)")
 		}
 	}
-	cfg, err := a.config(dir)
+	cfg, err := a.Config(dir)
 	if err != nil {
 		r.problem("Codex's configuration could not be read: "+err.Error(), "run codex once in the project to check its configuration")
 		return

@@ -83,6 +83,9 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"zero run queue", "", []string{"PIXIE_WASM_MAX_QUEUED=0"}, nil, "wasm.maxQueued"},
 		{"zero queue timeout", "", nil, map[string]string{"wasm.queueTimeout": "0s"}, "wasm.queueTimeout"},
 		{"zero memory budget", "wasm:\n  memoryBudget: 0\n", nil, nil, "wasm.memoryBudget"},
+		{"zero lark agent steps", "lark:\n  agent:\n    maxSteps: 0\n", nil, nil, "lark.agent.maxSteps"},
+		{"lark agent time limit past a day", "", []string{"PIXIE_LARK_AGENT_TIMEOUT=25h"}, nil, "lark.agent.timeout"},
+		{"lark ask beyond the run", "lark:\n  agent:\n    timeout: 5m\n", nil, nil, "lark.agent.askTimeout"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -45,7 +45,12 @@ missing token) the adapter fails open (prints a systemMessage saying the step we
 exit 0) or closed (exit 2 with the reason on stderr: the prompt, tool call or tool result is
 blocked). Stop and SubagentStop always fail open: blocking
 there would make the agent keep working. The default comes from hooks.failOpen in pixie.yaml
-(PIXIE_HOOKS_FAIL_OPEN); the flags override it.`
+(PIXIE_HOOKS_FAIL_OPEN); the flags override it.
+
+--proxy says the host's model requests go through Pixie's model-API proxy (pixie init writes it
+with the proxy settings): the answers then carry no hints, which the proxy adds to the model
+request outside the chat history, and the replacements a hook cannot make (a user's message, a
+built-in tool's structured result) are made by the proxy in the request the model gets.`
 
 // Synopsis is the adapter's arguments after its name.
 const Synopsis = "claude|codex [flags] < hook-input.json"
@@ -63,6 +68,8 @@ type Args struct {
 	Preset               string
 	Timeout              time.Duration
 	FailOpen, FailClosed bool
+	// Proxy says the host goes through the model-API proxy (?proxy=1).
+	Proxy bool
 }
 
 // Define defines the adapter's flags on fs.
@@ -73,6 +80,7 @@ func (a *Args) Define(fs *flag.FlagSet) {
 	fs.DurationVar(&a.Timeout, "timeout", 0, "server call timeout (default hooks.timeout, 30s)")
 	fs.BoolVar(&a.FailOpen, "fail-open", false, "when the server cannot answer, let the step go on")
 	fs.BoolVar(&a.FailClosed, "fail-closed", false, "when the server cannot answer, block the step (exit 2)")
+	fs.BoolVar(&a.Proxy, "proxy", false, "the host's model requests go through Pixie's model-API proxy: hints and the replacements a hook cannot make are left to it (pixie init writes it with the proxy)")
 }
 
 // Host returns the host the adapter's argument names: hookwire.HostClaudeCode for claude,
@@ -145,7 +153,7 @@ func Run(ctx context.Context, a Args, host string, stdin io.Reader, stdout, stde
 		open = true
 	}
 
-	answer, err := call(ctx, a.Client, version, host, a.Preset, input, limit)
+	answer, err := call(ctx, a.Client, version, host, a.Preset, a.Proxy, input, limit)
 	if errs.Is(err, errs.TooLarge) {
 		// Too large to check is not a server failure: the step goes on, and the user is told.
 		stdout.Write(hookwire.SystemMessage("Pixie did not check this step: " + err.Error()))
@@ -218,7 +226,7 @@ func hintClose(ctx context.Context, c *cliclient.Client, what, take string) (int
 
 // call posts the input to the server within limit and returns the answer. It asks the server
 // to hold the answer's hint take open (the caller confirms it after writing the answer).
-func call(ctx context.Context, f cliclient.Flags, version, host, preset string, input []byte, limit time.Duration) (answer, error) {
+func call(ctx context.Context, f cliclient.Flags, version, host, preset string, viaProxy bool, input []byte, limit time.Duration) (answer, error) {
 	c, err := cliclient.New(f, version)
 	if err != nil {
 		return answer{}, err
@@ -233,6 +241,9 @@ func call(ctx context.Context, f cliclient.Flags, version, host, preset string, 
 	}
 	if preset != "" {
 		q.Set("preset", preset)
+	}
+	if viaProxy {
+		q.Set("proxy", "1")
 	}
 	path := "/v1/hooks/claude-code"
 	if len(q) > 0 {

@@ -31,8 +31,18 @@
 //
 // A tool result is structured when tool_response is a JSON object or array (Claude Code's
 // built-in tools answer objects such as {"stdout":…,"stderr":…}); its target is then the JSON
-// text and a replacement cannot apply (the gate turns it into a note). A JSON string is plain
-// text and can be replaced through updatedToolOutput. An Agent/Task call whose tool_input has no
+// text and a hook cannot replace it (the gate turns a replacement into a note), unless the
+// host goes through Pixie's model-API proxy (Call.ViaProxy): the proxy then replaces the result
+// in the requests the model gets (internal/rewrite). A JSON string is plain text and can be
+// replaced through updatedToolOutput. Likewise a replaced prompt, which no host lets a hook
+// replace, goes to the model as context beside the original, or through the proxy in its place.
+//
+// # Through the proxy
+//
+// Hooks `pixie init` writes with the proxy say so (?proxy=1 on the http hook's URL, --proxy on
+// `pixie hook`). Their answers then carry no hints (the proxy adds them to the model request,
+// outside the chat history, from a new session's first prompt on), and the replacements above
+// are kept as rewrite rules before the answer goes out, for the proxy to make. An Agent/Task call whose tool_input has no
 // string prompt is gated as an ordinary tool-before call.
 //
 // The session's sandbox policy, which legacy scripts run under, comes from permission_mode:

@@ -343,3 +343,42 @@ func TestRootScriptCannotReadTheDisk(t *testing.T) {
 		}
 	}
 }
+
+// TestMaskHidesTheHomeUnderTheFullPolicy: with Mask, a full-policy run (no Landlock) reaches
+// nothing of the home from any cwd outside it, a root run cannot unmount the cover, and a run
+// without a mount namespace, or with its cwd inside the home, is refused instead of running
+// with the home in view.
+func TestMaskHidesTheHomeUnderTheFullPolicy(t *testing.T) {
+	h := newPixieHome(t)
+	before := h.state(t)
+	const unmount = `umount -l "$H" 2>/dev/null && echo UNMOUNTED; umount "$H" 2>/dev/null && echo UNMOUNTED; ` + attack
+	for isoName, iso := range isolations(t) {
+		for _, c := range []struct{ name, cwd string }{{"user home (~)", h.user}, {"project", filepath.Join(h.user, "project")}, {"root /", "/"}, {"inside the home", filepath.Join(h.home, "data")}} {
+			t.Run(isoName+"/"+c.name, func(t *testing.T) {
+				o := Options{Policy: runtime.PolicyFull, Mask: true, Cwd: c.cwd, Hidden: []string{h.home}}
+				out := sandboxedIn(t, iso, []string{"H=" + h.home, "HOME=" + h.user}, o, unmount)
+				if !iso.Namespaces || strings.HasPrefix(c.cwd, h.home) {
+					if out.exit != ExitFailure || !strings.HasPrefix(out.status, statusUnsupported) {
+						t.Fatalf("want a refusal; exit %d status %q stdout %q", out.exit, out.status, out.stdout)
+					}
+					return
+				}
+				if out.status != "" || !strings.HasSuffix(out.stdout, "done\n") {
+					t.Fatalf("the run failed: exit %d status %q stdout %q stderr %q", out.exit, out.status, out.stdout, out.stderr)
+				}
+				if strings.Contains(out.stdout, "LEAK") || strings.Contains(out.stdout, "WROTE") || strings.Contains(out.stdout, "UNMOUNTED") {
+					t.Fatalf("the home was reached:\n%s", out.stdout)
+				}
+				if after := h.state(t); after != before {
+					t.Fatalf("the home changed:\n%s", after)
+				}
+			})
+		}
+	}
+	// Without Mask the full policy hides nothing: the control that makes the pass above mean
+	// something.
+	out := sandboxedIn(t, Isolation{}, []string{"H=" + h.home, "HOME=" + h.user}, Options{Policy: runtime.PolicyFull, Cwd: h.user, Hidden: []string{h.home}}, attack)
+	if !strings.Contains(out.stdout, "LEAK(cat") {
+		t.Fatalf("unmasked full policy reached nothing: %q", out.stdout)
+	}
+}

@@ -22,7 +22,10 @@
 //     them (internal/confine: resolved paths, bind mounts, second mounts); write only to
 //     /dev/null and the run's private temporary directory (Writable).
 //   - workspace-write: as read-only, plus write access beneath the session's cwd.
-//   - full: no file-system restriction (trusted), but the same process containment.
+//   - full: no file-system restriction (trusted), but the same process containment. With Mask
+//     the Hidden directories are hidden all the same (over-mounted, which needs the run's mount
+//     namespace): for a program that confines its own children with a sandbox of its own that
+//     cannot start under Landlock (Codex's bubblewrap), yet must never see the Pixie home.
 //
 // Paths are compared resolved, never as given. A cwd that resolves inside a Hidden directory is
 // refused. A writable tree that holds a Hidden directory (workspace-write with the cwd at or
@@ -102,6 +105,11 @@ type Options struct {
 	// Namespaces tells the verb that its parent started it in new PID and mount namespaces
 	// (Isolation.Attr): it is PID 1 of the run and mounts a private /proc.
 	Namespaces bool
+	// Mask hides the Hidden directories under the full policy too, by over-mounting every alias
+	// of them with an empty read-only tmpfs, and drops the capabilities a root run could undo
+	// that with. It needs Namespaces: without a mount namespace the verb refuses to run
+	// ("unsupported"). The other policies hide them anyway.
+	Mask bool
 	// StatusFD is the descriptor of the status pipe's write end in the sandbox process
 	// (normally 3, the first of exec.Cmd.ExtraFiles); zero means none, and failures are only
 	// written to stderr.
@@ -142,6 +150,9 @@ func (o Options) Args(program string, args ...string) []string {
 	}
 	if o.RulesetFD != 0 {
 		out = append(out, "-ruleset-fd", strconv.Itoa(o.RulesetFD), "-ruleset-flags", strconv.FormatUint(uint64(o.RulesetFlags), 10))
+	}
+	if o.Mask {
+		out = append(out, "-mask")
 	}
 	out = append(out, "--", program)
 	return append(out, args...)
@@ -256,6 +267,7 @@ func parse(args []string) (Options, []string, error) {
 	fs.IntVar(&o.RulesetFD, "ruleset-fd", 0, "Landlock ruleset descriptor")
 	var rulesetFlags uint64
 	fs.Uint64Var(&rulesetFlags, "ruleset-flags", 0, "landlock_restrict_self flags")
+	fs.BoolVar(&o.Mask, "mask", false, "hide the hidden directories under the full policy too")
 	fs.BoolVar(&o.probe, "probe", false, "only check that the namespaces can be set up")
 	if err := fs.Parse(args); err != nil {
 		return o, nil, fmt.Errorf("usage: %w", err)

@@ -249,6 +249,10 @@ func run(o Options, argv []string) (code, sig int, err error) {
 				return 0, 0, err
 			}
 		}
+	} else if o.Mask {
+		if err := maskFull(o, cwd); err != nil {
+			return 0, 0, err
+		}
 	}
 	if err := os.Chdir(cwd); err != nil {
 		return 0, 0, fmt.Errorf("cwd: %w", err)
@@ -285,6 +289,11 @@ func run(o Options, argv []string) (code, sig int, err error) {
 				start <- started{err: err}
 				return
 			}
+		} else if o.Mask {
+			if err := lockMasked(); err != nil {
+				start <- started{err: err}
+				return
+			}
 		}
 		pid, err := syscall.ForkExec(argv[0], argv, &syscall.ProcAttr{
 			Env:   os.Environ(),
@@ -318,6 +327,52 @@ func run(o Options, argv []string) (code, sig int, err error) {
 			signalAll(o, syscall.SIGTERM)
 		}
 	}
+}
+
+// maskFull hides the Hidden directories of a full-policy run (Options.Mask): it refuses a run
+// without a mount namespace and a cwd inside a hidden directory, and over-mounts every alias
+// (lockMasked then drops what could undo it).
+func maskFull(o Options, cwd string) error {
+	if !o.Namespaces {
+		return unsupported("hiding the Pixie home from this run needs a private mount namespace, which this machine does not give runs")
+	}
+	var hidden, readable []string
+	for _, h := range o.Hidden {
+		al, err := confine.Aliases(h)
+		if err != nil {
+			return fmt.Errorf("hidden directory: %w", err)
+		}
+		hidden = append(hidden, al...)
+	}
+	if h, ok := confine.WithinAny(cwd, hidden); ok {
+		return unsupported("the session cwd %s lies inside the Pixie home (%s); give the session a cwd outside it", described(o.Cwd, cwd), h)
+	}
+	for _, p := range o.Readable {
+		r, err := confine.Resolve(p)
+		if err != nil {
+			return fmt.Errorf("readable path: %w", err)
+		}
+		readable = append(readable, r)
+	}
+	if len(hidden) > 0 {
+		return mask(hidden, readable)
+	}
+	return nil
+}
+
+// lockMasked is the thread-level half of Options.Mask, applied on the thread that starts the
+// program (both are per-thread): no CAP_SYS_ADMIN, which could unmount the cover, and no new
+// privileges. The rest of the capabilities stay: a root program that builds its own sandbox
+// needs them (bubblewrap maps uid 0 into its user namespace with CAP_SETFCAP), and the mounts
+// it inherits are locked in that namespace, so nothing inside it can lift the cover.
+func lockMasked() error {
+	if os.Geteuid() == 0 {
+		_ = unix.Prctl(unix.PR_CAPBSET_DROP, unix.CAP_SYS_ADMIN, 0, 0, 0)
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return unsupported("prctl(PR_SET_NO_NEW_PRIVS): %v", err)
+	}
+	return nil
 }
 
 // plan resolves what a confined run may reach: every alias of the hidden directories, the

@@ -105,6 +105,7 @@ func TestOptionsArgsRoundTrip(t *testing.T) {
 		Readable: []string{"/srv/scripts/a.sh", "/opt/pixie/bin"},
 		Hidden:   []string{"/var/lib/pixie"},
 		MinABI:   5,
+		Mask:     true,
 		StatusFD: 3,
 	}
 	got, argv, err := parse(o.Args("/bin/bash", "/srv/scripts/a.sh", "--x"))
