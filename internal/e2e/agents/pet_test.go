@@ -411,9 +411,12 @@ func TestExternalExecutorTimeoutKillsTheTree(t *testing.T) {
 		t.Run(c.executor, func(t *testing.T) {
 			t.Parallel()
 			marker := "pet-orphan-" + c.executor + "-" + time.Now().Format("150405.000000")
+			// Codex's command tool hands back a command still running after 10 s; the model
+			// then runs another sleep (Steps repeats its last step), so the CLI never ends its
+			// turn before the time limit.
 			script := fakemodel.Steps(
 				fakemodel.Reply{Calls: []fakemodel.Call{c.call("setsid bash -c 'exec -a " + marker + " sleep 300' </dev/null >/dev/null 2>&1 & sleep 300")}},
-				fakemodel.Reply{Text: "never"})
+				fakemodel.Reply{Calls: []fakemodel.Call{c.call("sleep 300")}})
 			// The time limit leaves the CLI room to start and run the command on a loaded
 			// machine (CI runs packages side by side): at 5 s, a slow start was cut first.
 			e := newExtEnv(t, c.opts(extOptions{timeout: 15 * time.Second}, script))
