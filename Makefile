@@ -28,23 +28,30 @@ VET_WASI := (cd sdk && GOOS=wasip1 GOARCH=wasm $(GO) vet ./...) && GOOS=wasip1 G
 
 .PHONY: build run install test bench soak check guests npm ui clean tools
 
-build: ## build the pixie binary into bin/
+# COMPANIONS ship beside pixie, built without cgo (static binaries start faster): the sandbox
+# init every hook script run starts (cmd/pixie-sandbox, docs/sandbox.md) and the command hook
+# adapter pixie init writes into command hooks (cmd/pixie-hook, docs/agents/claude-code.md).
+COMPANIONS := ./cmd/pixie-sandbox ./cmd/pixie-hook
+
+build: ## build the pixie binary, and the programs that ship beside it, into bin/
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/pixie ./cmd/pixie
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ $(COMPANIONS)
 
 run: build ## start the server on 127.0.0.1:7777 with the home every command uses ($PIXIE_HOME, else ~/.pixie)
 	$(BIN)/pixie serve $(if $(HOME_DIR),--home $(HOME_DIR)) --addr $${PIXIE_ADDR:-127.0.0.1:7777}
 
 # install: `go install` when its folder is on PATH, else ~/.local/bin (with a note when that is
 # not on PATH either). INSTALL_DIR=… picks the folder.
-install: ## put pixie on PATH (go install, else ~/.local/bin)
+install: ## put pixie (and the programs that ship beside it) on PATH (go install, else ~/.local/bin)
 	@set -e; gobin=$$($(GO) env GOBIN); [ -n "$$gobin" ] || gobin=$$($(GO) env GOPATH)/bin; \
 	dir="$(INSTALL_DIR)"; \
 	onpath() { case ":$$PATH:" in *":$$1:"*) return 0;; esac; return 1; }; \
 	if [ -z "$$dir" ] && onpath "$$gobin"; then \
-		$(GO) install -ldflags "$(LDFLAGS)" ./cmd/pixie; dir="$$gobin"; \
+		$(GO) install -ldflags "$(LDFLAGS)" ./cmd/pixie; CGO_ENABLED=0 $(GO) install -ldflags "$(LDFLAGS)" $(COMPANIONS); dir="$$gobin"; \
 	else \
 		[ -n "$$dir" ] || dir="$$HOME/.local/bin"; mkdir -p "$$dir"; \
 		$(GO) build -ldflags "$(LDFLAGS)" -o "$$dir/pixie" ./cmd/pixie; \
+		CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o "$$dir/" $(COMPANIONS); \
 	fi; \
 	echo "installed $$dir/pixie ($$("$$dir/pixie" version))"; \
 	if ! onpath "$$dir"; then \

@@ -47,6 +47,8 @@ func (s *Server) mountChannel(authed, open *echo.Group) {
 	g.GET("/children/:child/deliveries/:id/images/:n", s.larkImage)
 	g.POST("/children/:child/finish", s.larkFinish)
 	g.POST("/children/:child/wait", s.larkWait)
+	g.GET("/questions/:id", s.larkQuestion)
+	g.POST("/questions/:id/answer", s.larkAnswer)
 }
 
 // larkEvents is the Lark event webhook. The body is read raw (the signature covers its exact
@@ -317,6 +319,31 @@ func (s *Server) larkWait(c echo.Context) error {
 		return err
 	}
 	r, err := s.deps.Channel.Wait(c.Request().Context(), c.Param("child"), req)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, r)
+}
+
+// larkQuestion shows a child's question to its main session (its state, and its answer once
+// given).
+func (s *Server) larkQuestion(c echo.Context) error {
+	q, err := s.deps.Channel.GetQuestion(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, q)
+}
+
+// larkAnswer records the main session's answer to a child's question (pet_child_answer). The
+// caller names itself in the session header (pixie mcp --session); only the session the question
+// was sent to may answer, once, while the child still waits.
+func (s *Server) larkAnswer(c echo.Context) error {
+	var req lark.AnswerRequest
+	if err := bind(c, &req); err != nil {
+		return err
+	}
+	r, err := s.deps.Channel.Answer(c.Request().Context(), c.Request().Header.Get(SessionHeader), c.Param("id"), req)
 	if err != nil {
 		return err
 	}

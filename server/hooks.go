@@ -12,7 +12,9 @@ import (
 
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/hooks"
+	"github.com/pixie-dev/pixie/internal/hookwire"
 	"github.com/pixie-dev/pixie/internal/later"
+	"github.com/pixie-dev/pixie/internal/pet"
 )
 
 // The agent adapter routes (docs/agents/claude-code.md). POST /v1/hooks/claude-code serves
@@ -28,18 +30,26 @@ import (
 // 401 itself (fail open or closed), sends AdapterHeader and gets the 401.
 //
 // ?host=claude-code|codex names the host (default: inferred from the input); ?preset= the
-// session's preset (default: hooks.defaultPreset).
+// session's preset (default: hooks.defaultPreset); ?proxy=1 says the host's model requests go
+// through Pixie's model-API proxy (hooks.Call.ViaProxy: hints and the replacements hooks cannot
+// make are left to the proxy). `pixie init` writes it with the proxy settings.
+//
+// The route also takes the hook credential of a Pet run (pet.HookTokenPrefix), which the CLI an
+// external executor runs carries in place of the admin token: it reaches this route alone, runs
+// the gates of Pet's preset for the one session it first served, takes no hints, and dies with
+// the run.
 
-// AdapterHeader marks a hook call from `pixie hook`, which wants error statuses as they are.
-const AdapterHeader = "X-Pixie-Hook-Adapter"
+// AdapterHeader marks a hook call from the command adapter (`pixie hook`, pixie-hook), which
+// wants error statuses as they are.
+const AdapterHeader = hookwire.AdapterHeader
 
 // HintHoldHeader ("1") asks the route to leave open the take of the hints its answer carries,
 // and HintTakeHeader names that take in the answer: the caller confirms it (POST
 // /v1/hints/confirm) once the answer reached the host, or rolls it back. The command adapter
 // uses it, so that a hint is not consumed when the adapter cannot write its answer.
 const (
-	HintHoldHeader = "X-Pixie-Hint-Hold"
-	HintTakeHeader = "X-Pixie-Hint-Take"
+	HintHoldHeader = hookwire.HintHoldHeader
+	HintTakeHeader = hookwire.HintTakeHeader
 )
 
 // unauthenticatedHook is the answer to a hook call without a valid token.
@@ -49,9 +59,18 @@ func (s *Server) mountHooks(open *echo.Group) {
 	if s.deps.Hooks == nil {
 		return
 	}
-	authed := s.requireAuth(s.hookClaudeCode)
+	authed := s.requireAuth(func(c echo.Context) error { return s.hookClaudeCode(c, nil) })
 	open.POST("/hooks/claude-code", func(c echo.Context) error {
-		err := authed(c)
+		var err error
+		if tok, ok := strings.CutPrefix(c.Request().Header.Get("Authorization"), "Bearer "); ok && strings.HasPrefix(tok, pet.HookTokenPrefix) && s.deps.Pet != nil {
+			// A Pet run's hook credential: this route only, its preset, its session.
+			var grant pet.HookGrant
+			if grant, err = s.deps.Pet.HookGrant(strings.TrimSpace(tok)); err == nil {
+				err = s.hookClaudeCode(c, &grant)
+			}
+		} else {
+			err = authed(c)
+		}
 		if errs.Is(err, errs.Unauthorized) {
 			s.hookRefused.add(c.Request().Header.Get("Authorization") == "", time.Now())
 			if c.Request().Header.Get(AdapterHeader) == "" {
@@ -99,7 +118,10 @@ func (h *hookRefusals) get() HookRefusals {
 	return h.n
 }
 
-func (s *Server) hookClaudeCode(c echo.Context) error {
+// hookClaudeCode answers a hook call; grant is set for a call with a Pet run's hook credential,
+// which runs the credential's preset (whatever ?preset= says) for its one session, without the
+// hint queue, and keeps what the gates did for the Run record.
+func (s *Server) hookClaudeCode(c echo.Context, grant *pet.HookGrant) error {
 	r := c.Request()
 	if ct := r.Header.Get(echo.HeaderContentType); ct != "" && !strings.HasPrefix(ct, echo.MIMEApplicationJSON) {
 		return errs.New(errs.Invalid, "body must be application/json (the hook input)")
@@ -117,7 +139,17 @@ func (s *Server) hookClaudeCode(c echo.Context) error {
 	after := &later.Queue{}
 	defer after.Release()
 	call := hooks.Call{Preset: c.QueryParam("preset"), Host: c.QueryParam("host"), After: after}
-	if r.Header.Get(HintHoldHeader) == "1" {
+	switch c.QueryParam("proxy") {
+	case "", "0":
+	case "1":
+		call.ViaProxy = true
+	default:
+		return errs.New(errs.Invalid, "proxy must be 1 (the host goes through Pixie's model-API proxy) or 0, not %q", c.QueryParam("proxy"))
+	}
+	if grant != nil {
+		call.Preset, call.NoHints, call.Session, call.Observe = grant.Preset, true, grant.Session, grant.Observe
+	}
+	if r.Header.Get(HintHoldHeader) == "1" && !call.NoHints {
 		call.HoldHints = func(id string) { c.Response().Header().Set(HintTakeHeader, id) }
 	}
 	return s.deps.Hooks.Handle(r.Context(), call, body, func(o hooks.Output) error {

@@ -207,6 +207,7 @@ func TestHookRouteErrors(t *testing.T) {
 		{"no token, from the adapter", "", stop, map[string]string{"Authorization": "", AdapterHeader: "1"}, 401, "unauthorized"},
 		{"wrong token, from the adapter", "", stop, map[string]string{"Authorization": "Bearer nope", AdapterHeader: "1"}, 401, "unauthorized"},
 		{"bad host", "?host=vim", stop, nil, 400, "invalid"},
+		{"bad proxy", "?proxy=yes", stop, nil, 400, "invalid"},
 		{"not JSON", "", "hello", nil, 400, "invalid"},
 		{"wrong content type", "", stop, map[string]string{"Content-Type": "text/plain"}, 400, "invalid"},
 		{"missing session", "", `{"hook_event_name":"Stop"}`, nil, 400, "invalid"},

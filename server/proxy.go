@@ -86,7 +86,7 @@ func (s *Server) proxyAuth(r *http.Request) error {
 	}
 	if !ok {
 		return errs.New(errs.Unauthorized, "Pixie: the model-API proxy needs Pixie's token: start the agent with PIXIE_TOKEN set "+
-			"(pixie init claude|codex --proxy configures the host to send it)")
+			"(pixie init claude|codex configures the host to send it)")
 	}
 	return nil
 }

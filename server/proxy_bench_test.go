@@ -15,12 +15,13 @@ import (
 
 	"github.com/pixie-dev/pixie/internal/hint"
 	"github.com/pixie-dev/pixie/internal/proxy"
+	"github.com/pixie-dev/pixie/internal/rewrite"
 	"github.com/pixie-dev/pixie/internal/store/badgerstore"
 )
 
 // BenchmarkProxyTTFB is the model-API proxy's added latency as a client meets it: time to the
 // first byte of a streamed answer from a local upstream, through the real server (Host check,
-// auth, body read, the session's hint check on Badger, forwarding) beside the same request sent
+// auth, body read, the session's replacements and hint check on Badger, forwarding) beside the same request sent
 // to the upstream directly, interleaved request by request in the same run so both paths see the
 // same machine. Back to back, on kept-alive connections, at 1 and 8 concurrent clients. The body
 // is a 48 KiB Messages request with Claude Code's session header, and the queue holds a pending
@@ -56,7 +57,16 @@ func BenchmarkProxyTTFB(b *testing.B) {
 	if _, err := q.Put(context.Background(), "another-session", "not for the benchmark's session"); err != nil {
 		b.Fatal(err)
 	}
-	p, err := proxy.New(context.Background(), proxy.Config{Store: st, Hints: q, AnthropicURL: upURL})
+	// The session's replacements are read for every request, as in production; another session
+	// has some (so the scan reads a store that holds rewrites, and nothing is replaced).
+	rw, err := rewrite.New(context.Background(), rewrite.Config{Store: st})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := rw.ReplaceToolResult(context.Background(), "another-session", "toolu_1", "digest"); err != nil {
+		b.Fatal(err)
+	}
+	p, err := proxy.New(context.Background(), proxy.Config{Store: st, Hints: q, Rewrites: rw, AnthropicURL: upURL})
 	if err != nil {
 		b.Fatal(err)
 	}

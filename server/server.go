@@ -323,6 +323,9 @@ func (s *Server) info(c echo.Context) error {
 			out[k] = v
 		}
 	}
+	// Whether the hint routes are mounted (hints.enabled): pixie mcp offers its hint tools and
+	// Studio its hint bar only when they are.
+	out["hints"] = map[string]any{"enabled": s.deps.Hints != nil}
 	return c.JSON(http.StatusOK, out)
 }
 

@@ -2,12 +2,15 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -15,6 +18,7 @@ import (
 
 	"github.com/pixie-dev/pixie/internal/channel/lark"
 	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/server"
 )
 
 // larkLeaf is one `pixie lark` subcommand: key is its name in larkRun ("allow add"), defs
@@ -85,6 +89,11 @@ func init() {
 		larkLeaf("wait", "CHILD DELIVERY", two, "move a delivery's deadline", func(fs *flag.FlagSet, f *larkFlags) {
 			fs.IntVar(&f.extend, "extend", 0, "seconds from now (default 3600, capped at 24h after acceptance)")
 		}),
+		larkLeaf("question", "ID", one, "a child's question to its main session: its state and answer", nil),
+		larkLeaf("answer", "QUESTION", one, "answer a child's question as its main session: --session S --answer TEXT|-", func(fs *flag.FlagSet, f *larkFlags) {
+			fs.StringVar(&f.session, "session", "", "the main session the question was sent to (default $CLAUDE_CODE_SESSION_ID)")
+			fs.StringVar(&f.answer, "answer", "", `the answer ("-" reads stdin)`)
+		}),
 		larkLeaf("qa", "SESSION", one, "open (or return) the session's Q&A group", func(fs *flag.FlagSet, f *larkFlags) {
 			fs.StringVar(&f.workspace, "workspace", "", "the session's workspace (absolute)")
 			fs.StringVar(&f.openID, "open-id", "", "the person to add (default: the allowlist's owner)")
@@ -95,6 +104,7 @@ func init() {
 type larkFlags struct {
 	asJSON, owner, cancel                  bool
 	appID, name, reason, workspace, openID string
+	session, answer                        string
 	reply, noReply                         string
 	wait, extend                           int
 	replySet, noReplySet                   bool
@@ -255,6 +265,43 @@ func larkRun(ctx context.Context, c *apiClient, cmd string, pos []string, f lark
 		return show(http.MethodPost, "/children/"+esc(pos[0])+"/finish", req)
 	case "wait":
 		return show(http.MethodPost, "/children/"+esc(pos[0])+"/wait", lark.WaitRequest{DeliveryID: pos[1], ExtendSeconds: int64(f.extend)})
+	case "question":
+		return show(http.MethodGet, "/questions/"+esc(pos[0]), nil)
+	case "answer":
+		session := f.session
+		if session == "" {
+			session = os.Getenv("CLAUDE_CODE_SESSION_ID")
+		}
+		if session == "" {
+			return errs.New(errs.Invalid, "name the main session the question was sent to: --session S")
+		}
+		text := f.answer
+		if text == "-" {
+			raw, err := io.ReadAll(io.LimitReader(stdin, 1<<20))
+			if err != nil {
+				return err
+			}
+			text = string(raw)
+		}
+		raw, err := json.Marshal(lark.AnswerRequest{Answer: text})
+		if err != nil {
+			return err
+		}
+		if err := c.ready(); err != nil { // resolves c.Base
+			return err
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.Base+base+"/questions/"+esc(pos[0])+"/answer", bytes.NewReader(raw))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(server.SessionHeader, session)
+		var out map[string]any
+		if err := c.send(req, &out); err != nil {
+			return err
+		}
+		_ = writeJSON(stdout, out)
+		return nil
 	case "qa":
 		return show(http.MethodPost, "/qa-group", lark.QASource{SessionID: pos[0], Workspace: f.workspace, OpenID: f.openID})
 	}

@@ -62,6 +62,10 @@ func TestLarkCLI(t *testing.T) {
 		{"bind needs an app id", "", []string{"bind"}, 1, "", "--app-id"},
 		{"finish needs one outcome", "", []string{"finish", "c1", "l1-1"}, 1, "", "exactly one"},
 		{"unknown child", "", []string{"delivery", "cnobody"}, 1, "", "no such child"},
+		{"unknown question", "", []string{"question", "qaaaaaaaaaaaaaaaaaaaa"}, 1, "", "no such question"},
+		{"answer needs a session", "", []string{"answer", "qaaaaaaaaaaaaaaaaaaaa", "--answer", "x"}, 1, "", "--session"},
+		{"answer to an unknown question", "", []string{"answer", "qaaaaaaaaaaaaaaaaaaaa", "--session", "host-session-1", "--answer", "x"}, 1, "", "no such question"},
+		{"blank answer from stdin", "  \n", []string{"answer", "qaaaaaaaaaaaaaaaaaaaa", "--session", "host-session-1", "--answer", "-"}, 1, "", "answer is empty"},
 		{"unknown subcommand", "", []string{"frobnicate"}, 2, "", "unknown subcommand"},
 		{"missing argument", "", []string{"allow", "rm"}, 2, "", "want 1 argument"},
 	}

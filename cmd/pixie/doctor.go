@@ -16,9 +16,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/BurntSushi/toml"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/pixie-dev/pixie/internal/companion"
 	"github.com/pixie-dev/pixie/internal/config"
+	"github.com/pixie-dev/pixie/internal/hookcmd"
 )
 
 func init() {
@@ -74,6 +77,7 @@ type doctorReport struct {
 	w        io.Writer
 	problems int
 	warnings int
+	adapters map[string]bool // the command hooks' programs already checked (adapterSpeed)
 }
 
 func (r *doctorReport) ok(format string, a ...any) {
@@ -92,6 +96,30 @@ func (r *doctorReport) problem(what, fix string) {
 	fmt.Fprintf(r.w, "problem  %s; fix: %s\n", what, fix)
 }
 
+// sandboxStart reports what each hook script run starts (the server's /v1/info): the small
+// sandbox init beside pixie, or, with a warning, the whole pixie binary.
+func sandboxStart(r *doctorReport, info map[string]any) {
+	sb, _ := info["sandbox"].(map[string]any)
+	switch start, _ := sb["start"].(string); start {
+	case "init":
+		r.ok("hook scripts start the sandbox init (%s)", strings.Join(anyStrings(sb["command"]), " "))
+	case "pixie":
+		reason, _ := sb["startReason"].(string)
+		r.warn(fmt.Sprintf("every hook script run starts the whole pixie binary, about 10 ms of CPU more than the sandbox init (%s); fix: build pixie-sandbox beside pixie (make build, or CGO_ENABLED=0 go build -o DIR/ ./cmd/pixie-sandbox with pixie's DIR) and restart the server", reason))
+	}
+}
+
+func anyStrings(v any) []string {
+	l, _ := v.([]any)
+	out := make([]string, 0, len(l))
+	for _, x := range l {
+		if s, ok := x.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // hookRef is one Pixie hook handler found in a host's settings.
 type hookRef struct {
 	host    string // "claude" or "codex"
@@ -103,6 +131,7 @@ type hookRef struct {
 	home    string // command hooks: --home
 	binary  string // command hooks: the program
 	adapter string // command hooks: the adapter's host argument (claude or codex)
+	proxy   bool   // the hook says its host goes through the model-API proxy (?proxy=1, --proxy)
 }
 
 func runDoctor(ctx context.Context, r *doctorReport, cf clientFlags, dir string) {
@@ -148,6 +177,7 @@ func runDoctor(ctx context.Context, r *doctorReport, cf clientFlags, dir string)
 				r.problem("the token is refused: "+err.Error(), "use the token file of the server's home (--home), or the admin token (--token)")
 			} else {
 				r.ok("the token works")
+				sandboxStart(r, info)
 			}
 		}
 	}
@@ -160,6 +190,7 @@ func runDoctor(ctx context.Context, r *doctorReport, cf clientFlags, dir string)
 	}
 	presets := map[string]bool{}
 	for _, host := range hosts {
+		checkProxySetup(r, host, dir, refs)
 		byEvent := map[string]hookRef{}
 		for _, h := range refs {
 			if h.host == host {
@@ -245,6 +276,8 @@ func checkHook(r *doctorReport, h hookRef, base, home string) bool {
 		if st, err := os.Stat(h.binary); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
 			r.problem(fmt.Sprintf("%s runs %s, which is not an executable file", where, h.binary), "run pixie init "+h.host+" --write with the pixie binary you use")
 			good = false
+		} else {
+			adapterSpeed(r, h)
 		}
 		if h.adapter != h.host {
 			r.problem(fmt.Sprintf("%s runs the %s adapter (pixie hook %s), whose answers %s may drop", where, h.adapter, h.adapter, hostTitle(h.host)), "run pixie init "+h.host+" --write")
@@ -259,6 +292,99 @@ func checkHook(r *doctorReport, h hookRef, base, home string) bool {
 		}
 	}
 	return good
+}
+
+// adapterSpeed warns, once per hook file, when command hooks start the whole pixie binary
+// (pixie hook) rather than pixie-hook, or a pixie-hook built from other sources than this
+// pixie (which pixie init would not have written).
+func adapterSpeed(r *doctorReport, h hookRef) {
+	key := h.file + "\x00" + h.binary
+	if r.adapters[key] {
+		return
+	}
+	if r.adapters == nil {
+		r.adapters = map[string]bool{}
+	}
+	r.adapters[key] = true
+	if filepath.Base(h.binary) == hookcmd.Name {
+		if _, err := companion.Find(h.binary, hookcmd.Name, hookcmd.Fingerprint()); err != nil {
+			r.warn(fmt.Sprintf("%s's hooks run %s, which this pixie would not use (%v); fix: run pixie init %s --write", h.file, h.binary, err, h.host))
+		}
+		return
+	}
+	fix := "build pixie-hook beside pixie (make build) and run pixie init " + h.host + " --write"
+	if _, err := hookcmd.Find(h.binary); err == nil {
+		fix = "run pixie init " + h.host + " --write (pixie-hook is beside " + h.binary + ")"
+	}
+	r.warn(fmt.Sprintf("%s's hooks run %s hook, which starts the whole pixie binary for every hook call (about 10 ms of CPU more than pixie-hook); fix: %s", h.file, h.binary, fix))
+}
+
+// checkProxySetup compares what the host's hooks say about the model-API proxy with where the
+// host's model requests go, as far as its settings tell (the agent's environment can also set a
+// base URL, which doctor cannot see: a mismatch is a warning).
+func checkProxySetup(r *doctorReport, host, dir string, refs []hookRef) {
+	saysProxy, saysNot := false, false
+	for _, h := range refs {
+		if h.host == host {
+			saysProxy = saysProxy || h.proxy
+			saysNot = saysNot || !h.proxy
+		}
+	}
+	routed, where := hostUsesProxy(host, dir)
+	switch {
+	case saysProxy && !routed:
+		r.warn(fmt.Sprintf("%s: the hooks leave hints and replacements to the model-API proxy, but %s does not send the model requests through it, "+
+			"so hints never reach the model and replacements of prompts and built-in tool results are lost unless the agent's environment sets the base URL; "+
+			"fix: run pixie init %s --write (or --no-proxy)", hostTitle(host), where, host))
+	case routed && saysNot:
+		r.warn(fmt.Sprintf("%s: the model requests go through the model-API proxy (%s), but some hooks do not say so: they deliver a hint pending at a "+
+			"new session's first prompt into the chat history, and hand replacements to the model as context; fix: run pixie init %s --write", hostTitle(host), where, host))
+	case routed:
+		r.ok("%s: the model requests go through the model-API proxy (%s), and the hooks say so", hostTitle(host), where)
+	}
+}
+
+// hostUsesProxy reports whether the host's settings send its model requests to Pixie's
+// model-API proxy, and names the settings it read.
+func hostUsesProxy(host, dir string) (bool, string) {
+	userHome, _ := os.UserHomeDir()
+	if host == "codex" {
+		path, err := codexConfigPath()
+		if err != nil {
+			return false, "Codex's config.toml"
+		}
+		var c struct {
+			ModelProvider string `toml:"model_provider"`
+		}
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return false, path
+		}
+		if _, err := toml.Decode(string(raw), &c); err != nil {
+			return false, path
+		}
+		return c.ModelProvider == codexProxyProvider, path
+	}
+	files := []string{filepath.Join(dir, ".claude", "settings.local.json"), filepath.Join(dir, ".claude", "settings.json")}
+	if userHome != "" {
+		files = append(files, filepath.Join(userHome, ".claude", "settings.json"))
+	}
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		var doc struct {
+			Env map[string]any `json:"env"`
+		}
+		if json.Unmarshal(raw, &doc) != nil {
+			continue
+		}
+		if u, ok := doc.Env["ANTHROPIC_BASE_URL"].(string); ok {
+			return strings.Contains(u, "/v1/proxy/anthropic"), f
+		}
+	}
+	return false, "Claude Code's settings"
 }
 
 // findHooks reads Pixie's hook handlers from the hosts' settings: the project's first, then the
@@ -321,6 +447,7 @@ func parseHookRef(host, event, file string, h map[string]any) hookRef {
 		ref.kind = "http"
 		if pu, err := url.Parse(u); err == nil {
 			ref.preset = pu.Query().Get("preset")
+			ref.proxy = pu.Query().Get("proxy") == "1"
 			pu.RawQuery, pu.Path = "", ""
 			ref.url = pu.String()
 		}
@@ -329,10 +456,14 @@ func parseHookRef(host, event, file string, h map[string]any) hookRef {
 	ref.kind = "command"
 	c, _ := h["command"].(string)
 	words := shellWords(c)
+	first := 1
 	if len(words) > 0 {
 		ref.binary = words[0]
+		if filepath.Base(ref.binary) == hookcmd.Name && len(words) > 1 { // pixie-hook claude|codex …
+			ref.adapter, first = words[1], 2
+		}
 	}
-	for i := 1; i < len(words); i++ {
+	for i := first; i < len(words); i++ {
 		next := func() string {
 			if i+1 < len(words) {
 				i++
@@ -349,6 +480,8 @@ func parseHookRef(host, event, file string, h map[string]any) hookRef {
 			ref.preset = next()
 		case w == "--home":
 			ref.home = next()
+		case w == "--proxy" || w == "--proxy=true":
+			ref.proxy = true
 		case strings.HasPrefix(w, "--url="):
 			ref.url = w[len("--url="):]
 		case strings.HasPrefix(w, "--preset="):
@@ -409,7 +542,7 @@ func checkCodex(ctx context.Context, r *doctorReport, dir string) {
 		return
 	}
 	defer a.Close()
-	hs, _, err := a.hooks(dir)
+	hs, _, err := a.Hooks(dir)
 	if err != nil {
 		r.problem("Codex's hooks could not be listed: "+err.Error(), "run codex once in the project to check its configuration")
 		return
@@ -442,7 +575,7 @@ func checkCodex(ctx context.Context, r *doctorReport, dir string) {
 			r.problem(fmt.Sprintf("Codex has not recorded trust for the hook %s (%s): codex exec skips it without a word", h.Key, h.TrustStatus), "pixie init codex --write --trust (or review the hooks in the codex TUI)")
 		}
 	}
-	cfg, err := a.config(dir)
+	cfg, err := a.Config(dir)
 	if err != nil {
 		r.problem("Codex's configuration could not be read: "+err.Error(), "run codex once in the project to check its configuration")
 		return

@@ -146,21 +146,21 @@ func watchOnce(ctx context.Context, c *apiClient, stdout io.Writer, asJSON bool,
 	if err := c.ready(); err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/v1/hints/events", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Base+"/v1/hints/events", nil)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Authorization", "Bearer "+c.Token)
 	req.Header.Set("Accept", "text/event-stream")
 	// No client timeout: the stream is meant to stay open.
 	resp, err := (&http.Client{}).Do(req)
 	if err != nil {
-		return c.unreachable(err)
+		return c.Unreachable(err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		return c.answerError(resp.StatusCode, raw)
+		return c.AnswerError(resp.StatusCode, raw)
 	}
 	br := bufio.NewReader(resp.Body)
 	var event string

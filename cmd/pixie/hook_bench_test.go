@@ -7,19 +7,22 @@ import (
 	"io"
 	"net/http"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/pixie-dev/pixie/internal/hookcmd"
 	"github.com/pixie-dev/pixie/internal/testutil"
 )
 
 // BenchmarkHookPreToolUse measures a PreToolUse round trip for a gate the WASM guest concludes
 // (block-risky-commands denying `git push --force`) against the real server process: through
-// the http endpoint (keep-alive client, as Claude Code's http hook) and through the command
-// adapter (a new `pixie hook claude` process per call, process start included). Each reports
-// p50 and p99 in milliseconds.
+// the http endpoint (keep-alive client, as Claude Code's http hook), through the command adapter
+// (a new process per call, process start included: `pixie hook claude`, and pixie-hook beside
+// the binary), and "added": an http call and a pixie-hook call back to back per iteration, whose
+// differences are what the adapter adds. Each reports p50 and p99 in milliseconds.
 func BenchmarkHookPreToolUse(b *testing.B) {
 	p, env := exampleServer(b)
 	tok := p.Token(b)
@@ -70,12 +73,11 @@ func BenchmarkHookPreToolUse(b *testing.B) {
 		reportPercentiles(b, lat)
 	})
 
-	b.Run("command", func(b *testing.B) {
-		bin := testutil.PixieBinary(b)
-		call := func() []byte {
+	command := func(b *testing.B, argv ...string) func() []byte {
+		return func() []byte {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			cmd := exec.CommandContext(ctx, bin, "hook", "claude", "--preset", "default")
+			cmd := exec.CommandContext(ctx, argv[0], append(append([]string(nil), argv[1:]...), "claude", "--preset", "default")...)
 			cmd.Env = append(hookEnv(), env...)
 			cmd.Stdin = bytes.NewReader(input)
 			out, err := cmd.Output()
@@ -84,19 +86,61 @@ func BenchmarkHookPreToolUse(b *testing.B) {
 			}
 			return out
 		}
-		check(b, call())
-		lat := make([]time.Duration, 0, b.N)
+	}
+	for _, ad := range hookAdapters(b) {
+		name := "command"
+		if ad.name == hookcmd.Name {
+			name = ad.name
+		}
+		b.Run(name, func(b *testing.B) {
+			call := command(b, ad.argv...)
+			check(b, call())
+			lat := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				t0 := time.Now()
+				out := call()
+				lat = append(lat, time.Since(t0))
+				if i == 0 {
+					check(b, out)
+				}
+			}
+			b.StopTimer()
+			reportPercentiles(b, lat)
+		})
+	}
+
+	b.Run("added", func(b *testing.B) {
+		client := &http.Client{Timeout: 30 * time.Second}
+		post := func() []byte {
+			req, _ := http.NewRequest(http.MethodPost, p.URL+"/v1/hooks/claude-code?preset=default", bytes.NewReader(input))
+			req.Header.Set("Authorization", "Bearer "+tok)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := client.Do(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer resp.Body.Close()
+			out, _ := io.ReadAll(resp.Body)
+			return out
+		}
+		adapter := command(b, filepath.Join(filepath.Dir(testutil.PixieBinary(b)), hookcmd.Name))
+		check(b, post())
+		check(b, adapter())
+		added := make([]time.Duration, 0, b.N)
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			t0 := time.Now()
-			out := call()
-			lat = append(lat, time.Since(t0))
+			post()
+			t1 := time.Now()
+			out := adapter()
+			added = append(added, time.Since(t1)-t1.Sub(t0))
 			if i == 0 {
 				check(b, out)
 			}
 		}
 		b.StopTimer()
-		reportPercentiles(b, lat)
+		reportPercentiles(b, added)
 	})
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/pixie-dev/pixie/internal/hint"
+	"github.com/pixie-dev/pixie/internal/hookcmd"
 	"github.com/pixie-dev/pixie/internal/hooks"
 	"github.com/pixie-dev/pixie/internal/testutil"
 )
@@ -59,9 +60,43 @@ func runIn(t testing.TB, dir string, env []string, args ...string) hookRun {
 
 func runWith(t testing.TB, dir string, input []byte, env []string, args ...string) hookRun {
 	t.Helper()
+	return runArgv(t, []string{testutil.PixieBinary(t)}, dir, input, env, args...)
+}
+
+// hookAdapter is a program that runs the command adapter: `pixie hook`, or pixie-hook beside
+// the test pixie (testutil.PixieBinary builds it there, as make build does).
+type hookAdapter struct {
+	name string
+	argv []string // followed by claude|codex and the flags
+}
+
+func hookAdapters(t testing.TB) []hookAdapter {
+	bin := testutil.PixieBinary(t)
+	return []hookAdapter{{"pixie hook", []string{bin, "hook"}}, {hookcmd.Name, []string{filepath.Join(filepath.Dir(bin), hookcmd.Name)}}}
+}
+
+// hookRunner runs the adapter as a Claude Code command hook: input on stdin, env added to a
+// clean environment.
+type hookRunner func(input []byte, env []string, args ...string) hookRun
+
+// eachAdapter runs body once with each adapter program: both run the same code, and must
+// answer alike.
+func eachAdapter(t *testing.T, body func(t *testing.T, ad hookAdapter, run hookRunner)) {
+	for _, ad := range hookAdapters(t) {
+		t.Run(ad.name, func(t *testing.T) {
+			body(t, ad, func(input []byte, env []string, args ...string) hookRun {
+				t.Helper()
+				return runArgv(t, ad.argv, "", input, append(hookEnv(), env...), append([]string{"claude"}, args...)...)
+			})
+		})
+	}
+}
+
+func runArgv(t testing.TB, argv []string, dir string, input []byte, env []string, args ...string) hookRun {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, testutil.PixieBinary(t), args...)
+	cmd := exec.CommandContext(ctx, argv[0], append(append([]string(nil), argv[1:]...), args...)...)
 	cmd.Env = env
 	cmd.Dir = dir
 	cmd.Stdin = bytes.NewReader(input)
@@ -94,138 +129,144 @@ func hookEnv() []string {
 }
 
 func TestHookCommandLiveServer(t *testing.T) {
-	home := filepath.Join(t.TempDir(), "home")
-	p := testutil.StartServer(t, home, nil)
-	defer p.Stop(t)
-	tok := p.Token(t)
-	api := hintHTTP{url: p.URL, token: tok, c: &http.Client{Timeout: 10 * time.Second}}
-	if st, err := api.call("POST", "/v1/hints", map[string]any{"text": "use the staging database", "sessionId": "cmd-live"}, nil); err != nil || st != 200 {
-		t.Fatalf("put hint: %d %v", st, err)
-	}
-	// The token comes from PIXIE_TOKEN, as Claude Code's environment would carry it; the home
-	// is elsewhere so the token file cannot be what is used.
-	env := []string{"PIXIE_SERVER_URL=" + p.URL, "PIXIE_TOKEN=" + tok, "PIXIE_HOME=" + t.TempDir()}
+	eachAdapter(t, func(t *testing.T, ad hookAdapter, run hookRunner) {
+		home := filepath.Join(t.TempDir(), "home")
+		p := testutil.StartServer(t, home, nil)
+		defer p.Stop(t)
+		tok := p.Token(t)
+		api := hintHTTP{url: p.URL, token: tok, c: &http.Client{Timeout: 10 * time.Second}}
+		if st, err := api.call("POST", "/v1/hints", map[string]any{"text": "use the staging database", "sessionId": "cmd-live"}, nil); err != nil || st != 200 {
+			t.Fatalf("put hint: %d %v", st, err)
+		}
+		// The token comes from PIXIE_TOKEN, as Claude Code's environment would carry it; the home
+		// is elsewhere so the token file cannot be what is used.
+		env := []string{"PIXIE_SERVER_URL=" + p.URL, "PIXIE_TOKEN=" + tok, "PIXIE_HOME=" + t.TempDir()}
 
-	r := runHookCmd(t, hookFixture(t, "post_tool_use", map[string]any{"session_id": "cmd-live"}), env, "--preset", "default")
-	var out hooks.Output
-	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &out) != nil || out.HookSpecificOutput == nil ||
-		!strings.Contains(out.HookSpecificOutput.AdditionalContext, "1. use the staging database") {
-		t.Fatalf("PostToolUse: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
-	}
-	// Taken exactly once. The preset does not exist (a fresh server): the answer says so.
-	r = runHookCmd(t, hookFixture(t, "post_tool_use", map[string]any{"session_id": "cmd-live"}), env)
-	if r.code != 0 || strings.Contains(r.stdout, "staging database") || !strings.Contains(r.stdout, `the preset \"default\" does not exist`) {
-		t.Fatalf("second PostToolUse: exit %d stdout %s stderr %s", r.code, r.stdout, r.stderr)
-	}
-	// UserPromptSubmit starts the turn, Stop ends it.
-	r = runHookCmd(t, hookFixture(t, "user_prompt_submit", map[string]any{"session_id": "cmd-live"}), env)
-	if r.code != 0 {
-		t.Fatalf("UserPromptSubmit: exit %d %s", r.code, r.stderr)
-	}
-	var status struct {
-		Running bool `json:"running"`
-	}
-	if st, err := api.call("POST", "/v1/tools/hint_status", map[string]any{"sessionId": "cmd-live"}, &status); err != nil || st != 200 || !status.Running {
-		t.Fatalf("after UserPromptSubmit: %d %v running=%v", st, err, status.Running)
-	}
-	if r = runHookCmd(t, hookFixture(t, "stop", map[string]any{"session_id": "cmd-live"}), env); r.code != 0 {
-		t.Fatalf("Stop: exit %d %s", r.code, r.stderr)
-	}
-	if st, err := api.call("POST", "/v1/tools/hint_status", map[string]any{"sessionId": "cmd-live"}, &status); err != nil || st != 200 || status.Running {
-		t.Fatalf("after Stop: %d %v running=%v", st, err, status.Running)
-	}
+		r := run(hookFixture(t, "post_tool_use", map[string]any{"session_id": "cmd-live"}), env, "--preset", "default")
+		var out hooks.Output
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &out) != nil || out.HookSpecificOutput == nil ||
+			!strings.Contains(out.HookSpecificOutput.AdditionalContext, "1. use the staging database") {
+			t.Fatalf("PostToolUse: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+		}
+		// Taken exactly once. The preset does not exist (a fresh server): the answer says so.
+		r = run(hookFixture(t, "post_tool_use", map[string]any{"session_id": "cmd-live"}), env)
+		if r.code != 0 || strings.Contains(r.stdout, "staging database") || !strings.Contains(r.stdout, `the preset \"default\" does not exist`) {
+			t.Fatalf("second PostToolUse: exit %d stdout %s stderr %s", r.code, r.stdout, r.stderr)
+		}
+		// UserPromptSubmit starts the turn, Stop ends it.
+		r = run(hookFixture(t, "user_prompt_submit", map[string]any{"session_id": "cmd-live"}), env)
+		if r.code != 0 {
+			t.Fatalf("UserPromptSubmit: exit %d %s", r.code, r.stderr)
+		}
+		var status struct {
+			Running bool `json:"running"`
+		}
+		if st, err := api.call("POST", "/v1/tools/hint_status", map[string]any{"sessionId": "cmd-live"}, &status); err != nil || st != 200 || !status.Running {
+			t.Fatalf("after UserPromptSubmit: %d %v running=%v", st, err, status.Running)
+		}
+		if r = run(hookFixture(t, "stop", map[string]any{"session_id": "cmd-live"}), env); r.code != 0 {
+			t.Fatalf("Stop: exit %d %s", r.code, r.stderr)
+		}
+		if st, err := api.call("POST", "/v1/tools/hint_status", map[string]any{"sessionId": "cmd-live"}, &status); err != nil || st != 200 || status.Running {
+			t.Fatalf("after Stop: %d %v running=%v", st, err, status.Running)
+		}
 
-	// A wrong token is a failure: fail closed blocks with the reason on stderr.
-	bad := []string{"PIXIE_SERVER_URL=" + p.URL, "PIXIE_TOKEN=wrong", "PIXIE_HOME=" + t.TempDir()}
-	r = runHookCmd(t, hookFixture(t, "pre_tool_use", nil), bad, "--fail-closed")
-	if r.code != 2 || !strings.Contains(r.stderr, "401") || r.stdout != "" {
-		t.Fatalf("wrong token, fail closed: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
-	}
-	if strings.Contains(r.stderr, "wrong") {
-		t.Fatal("the token appears on stderr")
-	}
-	// Input the server refuses is a failure too; input that is not a hook input at all is a
-	// usage error (exit 1, a non-blocking error for the host).
-	r = runHookCmd(t, []byte(`{"hook_event_name":"PreToolUse","session_id":"x"}`), env, "--fail-closed")
-	if r.code != 2 || !strings.Contains(r.stderr, "tool_name") {
-		t.Fatalf("input the server refuses, fail closed: exit %d stderr %q", r.code, r.stderr)
-	}
-	r = runHookCmd(t, []byte(`not json`), env)
-	if r.code != 1 || !strings.Contains(r.stderr, "not a hook input") {
-		t.Fatalf("not JSON: exit %d stderr %q", r.code, r.stderr)
-	}
+		// A wrong token is a failure: fail closed blocks with the reason on stderr.
+		bad := []string{"PIXIE_SERVER_URL=" + p.URL, "PIXIE_TOKEN=wrong", "PIXIE_HOME=" + t.TempDir()}
+		r = run(hookFixture(t, "pre_tool_use", nil), bad, "--fail-closed")
+		if r.code != 2 || !strings.Contains(r.stderr, "401") || r.stdout != "" {
+			t.Fatalf("wrong token, fail closed: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+		}
+		if strings.Contains(r.stderr, "wrong") {
+			t.Fatal("the token appears on stderr")
+		}
+		// Input the server refuses is a failure too; input that is not a hook input at all is a
+		// usage error (exit 1, a non-blocking error for the host).
+		r = run([]byte(`{"hook_event_name":"PreToolUse","session_id":"x"}`), env, "--fail-closed")
+		if r.code != 2 || !strings.Contains(r.stderr, "tool_name") {
+			t.Fatalf("input the server refuses, fail closed: exit %d stderr %q", r.code, r.stderr)
+		}
+		r = run([]byte(`not json`), env)
+		if r.code != 1 || !strings.Contains(r.stderr, "not a hook input") {
+			t.Fatalf("not JSON: exit %d stderr %q", r.code, r.stderr)
+		}
+	})
 }
 
 func TestHookCommandServerDown(t *testing.T) {
-	down := "http://" + testutil.FreeAddr(t) // nothing listens there
-	base := []string{"PIXIE_SERVER_URL=" + down, "PIXIE_TOKEN=t", "PIXIE_HOME=" + t.TempDir()}
-	pre := hookFixture(t, "pre_tool_use", nil)
+	eachAdapter(t, func(t *testing.T, ad hookAdapter, run hookRunner) {
+		down := "http://" + testutil.FreeAddr(t) // nothing listens there
+		base := []string{"PIXIE_SERVER_URL=" + down, "PIXIE_TOKEN=t", "PIXIE_HOME=" + t.TempDir()}
+		pre := hookFixture(t, "pre_tool_use", nil)
 
-	// Failing open is never silent: the user reads why the step went on unchecked.
-	unchecked := func(stdout string) bool {
-		var out hooks.Output
-		return json.Unmarshal([]byte(stdout), &out) == nil && out.Decision == "" && out.HookSpecificOutput == nil &&
-			strings.Contains(out.SystemMessage, "went on unchecked") && strings.Contains(out.SystemMessage, "cannot reach the Pixie server")
-	}
-	r := runHookCmd(t, pre, base, "--fail-open")
-	if r.code != 0 || !unchecked(r.stdout) || !strings.Contains(r.stderr, "failing open") {
-		t.Errorf("fail open: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
-	}
-	r = runHookCmd(t, pre, base, "--fail-closed")
-	if r.code != 2 || r.stdout != "" || !strings.Contains(r.stderr, "cannot reach the Pixie server") {
-		t.Errorf("fail closed: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
-	}
-	// The default is the configuration: hooks.failOpen false (closed) …
-	if r = runHookCmd(t, pre, base); r.code != 2 {
-		t.Errorf("default (closed): exit %d", r.code)
-	}
-	// … and PIXIE_HOOKS_FAIL_OPEN turns it open.
-	if r = runHookCmd(t, pre, append(base, "PIXIE_HOOKS_FAIL_OPEN=true")); r.code != 0 || !unchecked(r.stdout) {
-		t.Errorf("PIXIE_HOOKS_FAIL_OPEN=true: exit %d stdout %q", r.code, r.stdout)
-	}
-	// Stop never fails closed: blocking would make the agent keep working.
-	if r = runHookCmd(t, hookFixture(t, "stop", nil), base, "--fail-closed"); r.code != 0 || !unchecked(r.stdout) {
-		t.Errorf("Stop, fail closed: exit %d stdout %q", r.code, r.stdout)
-	}
-	// Unhandled events answer {} without the server.
-	if r = runHookCmd(t, hookFixture(t, "notification", nil), base, "--fail-closed"); r.code != 0 || strings.TrimSpace(r.stdout) != "{}" || r.stderr != "" {
-		t.Errorf("Notification: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
-	}
-	if r = runHookCmd(t, pre, base, "--fail-open", "--fail-closed"); r.code != 1 {
-		t.Errorf("both flags: exit %d", r.code)
-	}
+		// Failing open is never silent: the user reads why the step went on unchecked.
+		unchecked := func(stdout string) bool {
+			var out hooks.Output
+			return json.Unmarshal([]byte(stdout), &out) == nil && out.Decision == "" && out.HookSpecificOutput == nil &&
+				strings.Contains(out.SystemMessage, "went on unchecked") && strings.Contains(out.SystemMessage, "cannot reach the Pixie server")
+		}
+		r := run(pre, base, "--fail-open")
+		if r.code != 0 || !unchecked(r.stdout) || !strings.Contains(r.stderr, "failing open") {
+			t.Errorf("fail open: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+		}
+		r = run(pre, base, "--fail-closed")
+		if r.code != 2 || r.stdout != "" || !strings.Contains(r.stderr, "cannot reach the Pixie server") {
+			t.Errorf("fail closed: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+		}
+		// The default is the configuration: hooks.failOpen false (closed) …
+		if r = run(pre, base); r.code != 2 {
+			t.Errorf("default (closed): exit %d", r.code)
+		}
+		// … and PIXIE_HOOKS_FAIL_OPEN turns it open.
+		if r = run(pre, append(base, "PIXIE_HOOKS_FAIL_OPEN=true")); r.code != 0 || !unchecked(r.stdout) {
+			t.Errorf("PIXIE_HOOKS_FAIL_OPEN=true: exit %d stdout %q", r.code, r.stdout)
+		}
+		// Stop never fails closed: blocking would make the agent keep working.
+		if r = run(hookFixture(t, "stop", nil), base, "--fail-closed"); r.code != 0 || !unchecked(r.stdout) {
+			t.Errorf("Stop, fail closed: exit %d stdout %q", r.code, r.stdout)
+		}
+		// Unhandled events answer {} without the server.
+		if r = run(hookFixture(t, "notification", nil), base, "--fail-closed"); r.code != 0 || strings.TrimSpace(r.stdout) != "{}" || r.stderr != "" {
+			t.Errorf("Notification: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+		}
+		if r = run(pre, base, "--fail-open", "--fail-closed"); r.code != 1 {
+			t.Errorf("both flags: exit %d", r.code)
+		}
+	})
 }
 
 // TestHookCommandTimeout: a server that accepts the connection but never answers is given up
 // on within the timeout.
 func TestHookCommandTimeout(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close() // hold it open, never answer
+	eachAdapter(t, func(t *testing.T, ad hookAdapter, run hookRunner) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
 		}
-	}()
-	env := []string{"PIXIE_SERVER_URL=http://" + ln.Addr().String(), "PIXIE_TOKEN=t", "PIXIE_HOME=" + t.TempDir()}
-	r := runHookCmd(t, hookFixture(t, "pre_tool_use", nil), env, "--timeout", "1s", "--fail-closed")
-	if r.code != 2 || !strings.Contains(r.stderr, "did not answer within 1s") {
-		t.Fatalf("exit %d stderr %q", r.code, r.stderr)
-	}
-	if r.took > 10*time.Second {
-		t.Fatalf("took %s with a 1s timeout", r.took)
-	}
-	env = append(env, "PIXIE_HOOKS_TIMEOUT=1s", "PIXIE_HOOKS_FAIL_OPEN=true")
-	r = runHookCmd(t, hookFixture(t, "pre_tool_use", nil), env)
-	if r.code != 0 || !strings.Contains(r.stdout, "went on unchecked") || !strings.Contains(r.stderr, "within 1s") {
-		t.Fatalf("hooks.timeout from the environment: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
-	}
+		defer ln.Close()
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				defer c.Close() // hold it open, never answer
+			}
+		}()
+		env := []string{"PIXIE_SERVER_URL=http://" + ln.Addr().String(), "PIXIE_TOKEN=t", "PIXIE_HOME=" + t.TempDir()}
+		r := run(hookFixture(t, "pre_tool_use", nil), env, "--timeout", "1s", "--fail-closed")
+		if r.code != 2 || !strings.Contains(r.stderr, "did not answer within 1s") {
+			t.Fatalf("exit %d stderr %q", r.code, r.stderr)
+		}
+		if r.took > 10*time.Second {
+			t.Fatalf("took %s with a 1s timeout", r.took)
+		}
+		env = append(env, "PIXIE_HOOKS_TIMEOUT=1s", "PIXIE_HOOKS_FAIL_OPEN=true")
+		r = run(hookFixture(t, "pre_tool_use", nil), env)
+		if r.code != 0 || !strings.Contains(r.stdout, "went on unchecked") || !strings.Contains(r.stderr, "within 1s") {
+			t.Fatalf("hooks.timeout from the environment: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+		}
+	})
 }
 
 // TestHookCommandRollsBackWhenItsAnswerCannotBeWritten is the attack where `pixie hook claude`
@@ -234,60 +275,62 @@ func TestHookCommandTimeout(t *testing.T) {
 // then confirms; when the write fails it rolls the take back (exit 1, a non-blocking error),
 // and the next step delivers the hint. A hint is confirmed once, with no take left open.
 func TestHookCommandRollsBackWhenItsAnswerCannotBeWritten(t *testing.T) {
-	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
-	if err != nil {
-		t.Skip("no /dev/full here:", err)
-	}
-	defer full.Close()
-	home := filepath.Join(t.TempDir(), "home")
-	p := testutil.StartServer(t, home, nil)
-	defer p.Stop(t)
-	tok := p.Token(t)
-	api := hintHTTP{url: p.URL, token: tok, c: &http.Client{Timeout: 10 * time.Second}}
-	if st, err := api.call("POST", "/v1/hints", map[string]any{"text": "read the migration notes first", "sessionId": "devfull"}, nil); err != nil || st != 200 {
-		t.Fatalf("put hint: %d %v", st, err)
-	}
-	env := append(hookEnv(), "PIXIE_SERVER_URL="+p.URL, "PIXIE_TOKEN="+tok, "PIXIE_HOME="+t.TempDir())
-	input := hookFixture(t, "post_tool_use", map[string]any{"session_id": "devfull"})
-	state := func() hint.Snapshot {
-		t.Helper()
-		var s hint.Snapshot
-		if st, err := api.call("GET", "/v1/hints/state", nil, &s); err != nil || st != 200 {
-			t.Fatalf("state: %d %v", st, err)
+	eachAdapter(t, func(t *testing.T, ad hookAdapter, run hookRunner) {
+		full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+		if err != nil {
+			t.Skip("no /dev/full here:", err)
 		}
-		return s
-	}
+		defer full.Close()
+		home := filepath.Join(t.TempDir(), "home")
+		p := testutil.StartServer(t, home, nil)
+		defer p.Stop(t)
+		tok := p.Token(t)
+		api := hintHTTP{url: p.URL, token: tok, c: &http.Client{Timeout: 10 * time.Second}}
+		if st, err := api.call("POST", "/v1/hints", map[string]any{"text": "read the migration notes first", "sessionId": "devfull"}, nil); err != nil || st != 200 {
+			t.Fatalf("put hint: %d %v", st, err)
+		}
+		env := append(hookEnv(), "PIXIE_SERVER_URL="+p.URL, "PIXIE_TOKEN="+tok, "PIXIE_HOME="+t.TempDir())
+		input := hookFixture(t, "post_tool_use", map[string]any{"session_id": "devfull"})
+		state := func() hint.Snapshot {
+			t.Helper()
+			var s hint.Snapshot
+			if st, err := api.call("GET", "/v1/hints/state", nil, &s); err != nil || st != 200 {
+				t.Fatalf("state: %d %v", st, err)
+			}
+			return s
+		}
 
-	for i := range 2 { // twice: a rolled-back hint is not lost to a second failed write either
-		cmd := exec.Command(testutil.PixieBinary(t), "hook", "claude")
+		for i := range 2 { // twice: a rolled-back hint is not lost to a second failed write either
+			cmd := exec.Command(ad.argv[0], append(append([]string(nil), ad.argv[1:]...), "claude")...)
+			cmd.Env, cmd.Stdin, cmd.Stdout = env, bytes.NewReader(input), full
+			var errb bytes.Buffer
+			cmd.Stderr = &errb
+			err := cmd.Run()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(errb.String(), "returned to the queue") {
+				t.Fatalf("run %d > /dev/full: %v\n%s", i, err, errb.String())
+			}
+			if s := state(); len(s.Pending) != 1 || s.Pending[0].Text != "read the migration notes first" || len(s.Consumed) != 0 {
+				t.Fatalf("run %d: the hint is not pending after the failed write: %+v", i, s)
+			}
+		}
+
+		r := run(input, []string{"PIXIE_SERVER_URL=" + p.URL, "PIXIE_TOKEN=" + tok, "PIXIE_HOME=" + t.TempDir()})
+		if r.code != 0 || !strings.Contains(r.stdout, "read the migration notes first") {
+			t.Fatalf("next step: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+		}
+		s := state()
+		if len(s.Pending) != 0 || len(s.Consumed) != 1 || s.Consumed[0].TakeID != "" {
+			t.Fatalf("after a written answer the hint is not confirmed: %+v", s)
+		}
+		if r := run(input, []string{"PIXIE_SERVER_URL=" + p.URL, "PIXIE_TOKEN=" + tok, "PIXIE_HOME=" + t.TempDir()}); strings.Contains(r.stdout, "migration notes") {
+			t.Fatalf("delivered twice: %s", r.stdout)
+		}
+		// An answer without hints that cannot be written is an error too, not a silent success.
+		cmd := exec.Command(ad.argv[0], append(append([]string(nil), ad.argv[1:]...), "claude")...)
 		cmd.Env, cmd.Stdin, cmd.Stdout = env, bytes.NewReader(input), full
-		var errb bytes.Buffer
-		cmd.Stderr = &errb
-		err := cmd.Run()
-		var ee *exec.ExitError
-		if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(errb.String(), "returned to the queue") {
-			t.Fatalf("run %d > /dev/full: %v\n%s", i, err, errb.String())
+		if err := cmd.Run(); err == nil {
+			t.Fatal("a failed write of a hint-less answer exited 0")
 		}
-		if s := state(); len(s.Pending) != 1 || s.Pending[0].Text != "read the migration notes first" || len(s.Consumed) != 0 {
-			t.Fatalf("run %d: the hint is not pending after the failed write: %+v", i, s)
-		}
-	}
-
-	r := runHookCmd(t, input, []string{"PIXIE_SERVER_URL=" + p.URL, "PIXIE_TOKEN=" + tok, "PIXIE_HOME=" + t.TempDir()})
-	if r.code != 0 || !strings.Contains(r.stdout, "read the migration notes first") {
-		t.Fatalf("next step: exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
-	}
-	s := state()
-	if len(s.Pending) != 0 || len(s.Consumed) != 1 || s.Consumed[0].TakeID != "" {
-		t.Fatalf("after a written answer the hint is not confirmed: %+v", s)
-	}
-	if r := runHookCmd(t, input, []string{"PIXIE_SERVER_URL=" + p.URL, "PIXIE_TOKEN=" + tok, "PIXIE_HOME=" + t.TempDir()}); strings.Contains(r.stdout, "migration notes") {
-		t.Fatalf("delivered twice: %s", r.stdout)
-	}
-	// An answer without hints that cannot be written is an error too, not a silent success.
-	cmd := exec.Command(testutil.PixieBinary(t), "hook", "claude")
-	cmd.Env, cmd.Stdin, cmd.Stdout = env, bytes.NewReader(input), full
-	if err := cmd.Run(); err == nil {
-		t.Fatal("a failed write of a hint-less answer exited 0")
-	}
+	})
 }

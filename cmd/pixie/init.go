@@ -17,6 +17,7 @@ import (
 
 	"github.com/pixie-dev/pixie/internal/agentskill"
 	"github.com/pixie-dev/pixie/internal/config"
+	"github.com/pixie-dev/pixie/internal/hookcmd"
 	"github.com/pixie-dev/pixie/internal/hooks"
 )
 
@@ -40,17 +41,27 @@ Codex runs a project's hooks only when the project is trusted and each hook's tr
 codex exec skips untrusted hooks without a word. --trust records both, as Codex's own hook review
 does (through codex app-server).
 
-Every hook and MCP entry carries this binary's absolute path, the server URL and the Pixie home,
-so they reach the server init was pointed at whatever the agent's environment. init asks that
+Command hooks run pixie-hook, the adapter's own small program, when it lies beside this binary
+and was built with it (make build puts both in bin/): it starts in about 2 ms, the pixie binary
+in about 10; otherwise they run pixie hook, and init says why. Every hook and MCP entry carries
+the absolute path of the program, the server URL and the Pixie home, so they reach the server
+init was pointed at whatever the agent's environment. init asks that
 server whether the preset exists and has gates, and warns when it does not (or cannot be asked).
 pixie doctor checks the result end to end.
 
---proxy (either host) also routes the host's model requests through Pixie's model-API proxy, so
-hints reach the model in one request and stay out of the chat history: Claude Code gets
-env.ANTHROPIC_BASE_URL=<url>/v1/proxy/anthropic and apiKeyHelper "printenv PIXIE_TOKEN" in the
-same settings.json; Codex gets a model provider "pixie" (base_url <url>/v1/proxy/openai/v1,
-X-Pixie-Token from PIXIE_TOKEN) and model_provider = "pixie" in $CODEX_HOME/config.toml (Codex
-reads providers only from the user's config). The token itself is never written.`
+By default init also routes the host's model requests through Pixie's model-API proxy, so hints
+reach the model in one request and stay out of the chat history, and the replacements hooks
+cannot make (a user's message, a built-in tool's structured result) reach the model in place of
+the original: Claude Code gets env.ANTHROPIC_BASE_URL=<url>/v1/proxy/anthropic and apiKeyHelper
+"printenv PIXIE_TOKEN" in the same settings.json; Codex gets a model provider "pixie" (base_url
+<url>/v1/proxy/openai/v1, X-Pixie-Token from PIXIE_TOKEN) and model_provider = "pixie" in
+$CODEX_HOME/config.toml (Codex reads providers only from the user's config). The hooks then say
+so (?proxy=1 on the http hooks' URL, --proxy on the command hooks), and never deliver hints: the
+proxy does, from a session's first prompt on. The token itself is never written.
+
+--no-proxy leaves the host's model requests alone: the hooks then deliver hints (into the
+host's chat history) and hand replacements to the model as context. --proxy, the default, is
+still accepted.`
 
 // hookEvents are the Claude Code events Pixie handles, in the order they are written.
 var hookEvents = []string{hooks.EventUserPromptSubmit, hooks.EventPreToolUse, hooks.EventPostToolUse, hooks.EventStop, hooks.EventSubagentStop}
@@ -67,12 +78,16 @@ type initOptions struct {
 	command   bool   // command hooks instead of http hooks
 	pixie     string // the pixie binary's absolute path
 	host      string // "claude" or "codex": the adapter the command hooks run
+	// adapter is pixie-hook beside pixie when it runs this binary's adapter code (hookcmd.Find):
+	// the command hooks run it, and `pixie hook` otherwise.
+	adapter string
+	proxy   bool // the host's model requests go through the model-API proxy: the hooks say so
 }
 
 // initArgs are the flags of `pixie init`.
 type initArgs struct {
-	write, user, command, trust, proxy         bool
-	preset, project, skillDir, serverURL, home string
+	write, user, command, trust, proxy, noProxy bool
+	preset, project, skillDir, serverURL, home  string
 }
 
 // runInit runs `pixie init …` (the tests' entry point).
@@ -86,7 +101,8 @@ func initFlags(fs *flag.FlagSet) runFunc {
 	fs.BoolVar(&f.user, "user", false, "target the user's Claude Code folder (~/.claude) instead of the project")
 	fs.StringVar(&f.preset, "preset", "", "the preset the hooks name (default hooks.defaultPreset)")
 	fs.BoolVar(&f.command, "command", false, "command hooks (pixie hook claude) instead of http hooks")
-	fs.BoolVar(&f.proxy, "proxy", false, "also send the host's model requests through Pixie's model-API proxy, which carries hints outside the chat history (see init_proxy.go)")
+	fs.BoolVar(&f.proxy, "proxy", false, "send the host's model requests through Pixie's model-API proxy (the default; see init_proxy.go)")
+	fs.BoolVar(&f.noProxy, "no-proxy", false, "leave the host's model requests alone: the hooks deliver hints (into the chat history) and replacements as context")
 	fs.StringVar(&f.project, "dir", "", "the project folder (default: the current directory)")
 	fs.StringVar(&f.skillDir, "skill-dir", "", "the skills folder the agent skill goes into (default hooks.skillDir, else .claude/skills)")
 	fs.StringVar(&f.serverURL, "url", "", "the Pixie server URL (default $PIXIE_SERVER_URL, else http://<addr> from the configuration)")
@@ -99,6 +115,10 @@ func initFlags(fs *flag.FlagSet) runFunc {
 		if f.trust && (pos[0] != "codex" || !f.write) {
 			return usagef("--trust is for pixie init codex --write")
 		}
+		if f.proxy && f.noProxy {
+			return usagef("--proxy and --no-proxy exclude each other (the proxy is the default)")
+		}
+		f.proxy = !f.noProxy
 		if code := initRun(ctx, pos[0], *f, io.stdout, io.stderr); code != 0 {
 			return exitCode(code)
 		}
@@ -123,7 +143,13 @@ func initRun(ctx context.Context, host string, f initArgs, stdout, stderr io.Wri
 	if err != nil {
 		return failTo(stderr, err)
 	}
-	o := initOptions{serverURL: f.serverURL, home: h, preset: f.preset, command: f.command || codex, pixie: self, host: host}
+	o := initOptions{serverURL: f.serverURL, home: h, preset: f.preset, command: f.command || codex, pixie: self, host: host, proxy: f.proxy}
+	if o.command {
+		// The small adapter program starts in about 2 ms; the pixie binary in about 10.
+		if o.adapter, err = hookcmd.Find(self); err != nil {
+			fmt.Fprintf(stderr, "note: the command hooks run %s hook %s, which starts the whole pixie binary (about 10 ms of CPU per hook call more than pixie-hook): %v\n", self, host, err)
+		}
+	}
 	if o.serverURL == "" {
 		o.serverURL = os.Getenv("PIXIE_SERVER_URL")
 	}
@@ -356,9 +382,13 @@ func claudeHooks(o initOptions) map[string]any {
 				"timeout": hookTimeoutSeconds,
 			}
 		} else {
+			u := o.serverURL + "/v1/hooks/claude-code?preset=" + url.QueryEscape(o.preset)
+			if o.proxy {
+				u += "&proxy=1"
+			}
 			h = map[string]any{
 				"type":           "http",
-				"url":            o.serverURL + "/v1/hooks/claude-code?preset=" + url.QueryEscape(o.preset),
+				"url":            u,
 				"headers":        map[string]any{"Authorization": "Bearer $PIXIE_TOKEN"},
 				"allowedEnvVars": []any{"PIXIE_TOKEN"},
 				"timeout":        hookTimeoutSeconds,
@@ -381,8 +411,16 @@ func hookCommand(o initOptions) string {
 	if host == "" {
 		host = "claude"
 	}
-	return fmt.Sprintf("%s hook %s --preset %s --url %s --home %s --timeout %ds", shellQuote(o.pixie), host,
+	adapter := shellQuote(o.pixie) + " hook"
+	if o.adapter != "" {
+		adapter = shellQuote(o.adapter)
+	}
+	c := fmt.Sprintf("%s %s --preset %s --url %s --home %s --timeout %ds", adapter, host,
 		shellQuote(o.preset), shellQuote(o.serverURL), shellQuote(o.home), hookTimeoutSeconds-5)
+	if o.proxy {
+		c += " --proxy"
+	}
+	return c
 }
 
 // mcpEnv is the MCP server's environment: Codex hands MCP servers only a default environment
@@ -429,9 +467,14 @@ func isPixieHook(h any) bool {
 	return isPixieCommand(c)
 }
 
-// isPixieCommand reports whether a hook command runs Pixie's adapter.
+// isPixieCommand reports whether a hook command runs Pixie's adapter: `… hook claude|codex`
+// (the pixie binary) or `…/pixie-hook claude|codex`.
 func isPixieCommand(c string) bool {
-	return strings.Contains(c, " hook claude") || strings.Contains(c, " hook codex")
+	if strings.Contains(c, " hook claude") || strings.Contains(c, " hook codex") {
+		return true
+	}
+	w := shellWords(c)
+	return len(w) > 1 && filepath.Base(w[0]) == hookcmd.Name && (w[1] == "claude" || w[1] == "codex")
 }
 
 // mergeHooks puts Pixie's hooks into settings: for each event, Pixie's handlers already there

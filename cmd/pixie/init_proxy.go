@@ -14,10 +14,12 @@ import (
 	"github.com/BurntSushi/toml"
 )
 
-// `pixie init claude|codex --proxy` points the host's model requests at Pixie's model-API proxy
-// (/v1/proxy/anthropic, /v1/proxy/openai; docs/hints.md), so hints reach the model in one request
-// and never enter the chat history. The admin token is never written into a file: the host reads
-// it from PIXIE_TOKEN in its environment when it sends a request.
+// `pixie init claude|codex` (unless --no-proxy) points the host's model requests at Pixie's
+// model-API proxy (/v1/proxy/anthropic, /v1/proxy/openai; docs/hints.md), so hints reach the
+// model in one request and never enter the chat history, and the replacements hooks cannot make
+// reach the model in place of the original (internal/rewrite). The hooks it writes beside say so
+// (?proxy=1, pixie hook --proxy). The admin token is never written into a file: the host reads it
+// from PIXIE_TOKEN in its environment when it sends a request.
 //
 //   - Claude Code (.claude/settings.json, --user: ~/.claude/settings.json): env.ANTHROPIC_BASE_URL
 //     and apiKeyHelper "printenv PIXIE_TOKEN". Claude Code sends the helper's value as its API
@@ -36,7 +38,7 @@ const codexProxyProvider = "pixie"
 
 func proxyURL(o initOptions, api string) string { return o.serverURL + "/v1/proxy/" + api }
 
-// claudeProxySettings are the settings `--proxy` merges into Claude Code's settings.json.
+// claudeProxySettings are the settings the proxy set-up merges into Claude Code's settings.json.
 func claudeProxySettings(o initOptions) map[string]any {
 	return map[string]any{
 		"env":          map[string]any{"ANTHROPIC_BASE_URL": proxyURL(o, "anthropic")},
@@ -58,12 +60,12 @@ func mergeClaudeProxy(settings map[string]any, o initOptions) error {
 	want := proxyURL(o, "anthropic")
 	if cur, ok := env["ANTHROPIC_BASE_URL"].(string); ok && cur != want && !strings.Contains(cur, "/v1/proxy/anthropic") {
 		return fmt.Errorf("env.ANTHROPIC_BASE_URL is already %q: to keep using it through Pixie, set proxy.anthropicUrl "+
-			"(PIXIE_PROXY_ANTHROPIC_URL) to it, remove it from the settings, and run this again", cur)
+			"(PIXIE_PROXY_ANTHROPIC_URL) to it, remove it from the settings, and run this again; or run it with --no-proxy", cur)
 	}
 	if cur, ok := settings["apiKeyHelper"].(string); ok && cur != claudeProxyHelper {
 		return fmt.Errorf("apiKeyHelper is already %q: Pixie's proxy needs Claude Code to send PIXIE_TOKEN; remove it and run this "+
-			"again, or leave the settings alone and start Claude Code with ANTHROPIC_BASE_URL=%s and "+
-			"ANTHROPIC_CUSTOM_HEADERS=\"X-Pixie-Token: $PIXIE_TOKEN\"", cur, want)
+			"again, or run it with --no-proxy (then, to use the proxy anyway, start Claude Code with ANTHROPIC_BASE_URL=%s and "+
+			"ANTHROPIC_CUSTOM_HEADERS=\"X-Pixie-Token: $PIXIE_TOKEN\")", cur, want)
 	}
 	env["ANTHROPIC_BASE_URL"] = want
 	settings["env"] = env
@@ -71,7 +73,7 @@ func mergeClaudeProxy(settings map[string]any, o initOptions) error {
 	return nil
 }
 
-// codexProxyTOML is the provider table `--proxy` writes into Codex's config.toml.
+// codexProxyTOML is the provider table the proxy set-up writes into Codex's config.toml.
 func codexProxyTOML(o initOptions) string {
 	q := func(v string) string { return tomlString(v) }
 	return fmt.Sprintf(`[model_providers.%s]
@@ -167,7 +169,7 @@ func mergeCodexProxy(raw []byte, o initOptions) (out []byte, prev string, err er
 	}
 	if _, err := toml.Decode(b.String(), &after); err != nil {
 		return nil, "", fmt.Errorf("the pixie model provider cannot be merged into it (left unchanged): %v; "+
-			"add the printed table by hand (pixie init codex --proxy)", err)
+			"add the printed table by hand (pixie init codex prints it), or run it with --no-proxy", err)
 	}
 	if after.ModelProvider != codexProxyProvider || after.ModelProviders[codexProxyProvider].BaseURL != proxyURL(o, "openai")+"/v1" {
 		return nil, "", errors.New("the pixie model provider did not come out as written (left unchanged); add the printed table by hand")
@@ -191,11 +193,11 @@ func codexConfigPath() (string, error) {
 	return filepath.Join(home, ".codex", "config.toml"), nil
 }
 
-// printProxy prints what --proxy would write.
+// printProxy prints what the proxy set-up writes.
 func printProxy(w io.Writer, codex bool, o initOptions, user bool, tokenFile string) {
 	if codex {
 		path, _ := codexConfigPath()
-		fmt.Fprintf(w, "# %s: the model-API proxy (pixie init codex --proxy --write merges it; Codex reads model providers only from the user's config)\n", path)
+		fmt.Fprintf(w, "# %s: the model-API proxy (pixie init codex --write merges it; Codex reads model providers only from the user's config; --no-proxy leaves it out)\n", path)
 		fmt.Fprintf(w, "model_provider = %s\n\n%s", tomlString(codexProxyProvider), codexProxyTOML(o))
 	} else {
 		where := ".claude/settings.json"
@@ -203,7 +205,7 @@ func printProxy(w io.Writer, codex bool, o initOptions, user bool, tokenFile str
 			where = "~/.claude/settings.json"
 		}
 		s, _ := marshalIndent(claudeProxySettings(o))
-		fmt.Fprintf(w, "# %s: the model-API proxy (merge into the settings; pixie init claude --proxy --write does it)\n%s", where, s)
+		fmt.Fprintf(w, "# %s: the model-API proxy (merge into the settings; pixie init claude --write does it; --no-proxy leaves it out)\n%s", where, s)
 	}
 	fmt.Fprintln(w, "# the host sends $PIXIE_TOKEN to the proxy: start it with the admin token in it, e.g.")
 	fmt.Fprintf(w, "#   export PIXIE_TOKEN=\"$(cat %s)\"\n", tokenFile)
@@ -243,9 +245,8 @@ func writeProxy(stdout io.Writer, codex bool, o initOptions, claudeSettings stri
 	return nil
 }
 
-// printDeliveryNote says how hints.delivery splits the work between the proxy and the hooks.
+// printDeliveryNote says what the proxy changes.
 func printDeliveryNote(w io.Writer) {
-	fmt.Fprintln(w, "  hints now reach the model through the proxy, outside the chat history; with hints.delivery: auto (the default)")
-	fmt.Fprintln(w, "  the hooks still deliver a hint already pending at a new session's first prompt, before its first model request:")
-	fmt.Fprintln(w, "  set hints.delivery: proxy (PIXIE_HINTS_DELIVERY=proxy) when every agent goes through the proxy")
+	fmt.Fprintln(w, "  hints reach the model through the proxy, outside the chat history, from a session's first prompt on (the hooks")
+	fmt.Fprintln(w, "  written with it deliver none), and replaced prompts and tool results reach the model in place of the original")
 }

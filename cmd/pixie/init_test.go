@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/pixie-dev/pixie/internal/agentskill"
+	"github.com/pixie-dev/pixie/internal/hookcmd"
 	"github.com/pixie-dev/pixie/internal/testutil"
 )
 
@@ -113,8 +114,17 @@ func TestInitClaudeWrite(t *testing.T) {
 
 	// Without --write nothing is written.
 	out, code := runInitIn(t, proj, env, "init", "claude", "--preset", "review", "--url", "http://127.0.0.1:9999")
-	if code != 0 || !strings.Contains(out, `"url": "http://127.0.0.1:9999/v1/hooks/claude-code?preset=review"`) || !strings.Contains(out, `"mcpServers"`) {
+	if code != 0 || !strings.Contains(out, `"url": "http://127.0.0.1:9999/v1/hooks/claude-code?preset=review&proxy=1"`) || !strings.Contains(out, `"mcpServers"`) ||
+		!strings.Contains(out, `"ANTHROPIC_BASE_URL": "http://127.0.0.1:9999/v1/proxy/anthropic"`) {
 		t.Fatalf("print: %d\n%s", code, out)
+	}
+	// --no-proxy: hooks that do not say so, and no proxy settings; --proxy is the default.
+	out, code = runInitIn(t, proj, env, "init", "claude", "--no-proxy", "--preset", "review", "--url", "http://127.0.0.1:9999")
+	if code != 0 || !strings.Contains(out, `"url": "http://127.0.0.1:9999/v1/hooks/claude-code?preset=review"`) || strings.Contains(out, "ANTHROPIC_BASE_URL") {
+		t.Fatalf("print --no-proxy: %d\n%s", code, out)
+	}
+	if out, code = runInitIn(t, proj, env, "init", "claude", "--proxy", "--no-proxy"); code != 2 || !strings.Contains(out, "exclude each other") {
+		t.Fatalf("--proxy --no-proxy: %d\n%s", code, out)
 	}
 	if raw, _ := os.ReadFile(filepath.Join(proj, ".claude", "settings.json")); string(raw) != existing {
 		t.Fatal("printing changed the settings")
@@ -131,8 +141,11 @@ func TestInitClaudeWrite(t *testing.T) {
 	if settings["model"] != "opus" {
 		t.Error("the project's model setting was dropped")
 	}
+	if env, _ := settings["env"].(map[string]any); env["ANTHROPIC_BASE_URL"] != "http://127.0.0.1:9999/v1/proxy/anthropic" || settings["apiKeyHelper"] != "printenv PIXIE_TOKEN" {
+		t.Errorf("the proxy settings: %s", mustJSON(settings))
+	}
 	stop := settings["hooks"].(map[string]any)["Stop"].([]any)
-	if len(stop) != 2 || !strings.Contains(mustJSON(stop[0]), "say done") || !strings.Contains(mustJSON(stop[1]), "preset=review") {
+	if len(stop) != 2 || !strings.Contains(mustJSON(stop[0]), "say done") || !strings.Contains(mustJSON(stop[1]), `preset=review\u0026proxy=1`) {
 		t.Errorf("Stop hooks after two writes: %s", mustJSON(stop))
 	}
 	var mcpDoc map[string]any
@@ -174,7 +187,8 @@ func TestInitClaudeUser(t *testing.T) {
 	}
 	var settings map[string]any
 	readJSON(t, filepath.Join(userHome, ".claude", "settings.json"), &settings)
-	if !strings.Contains(mustJSON(settings), " hook claude --preset default --url ") || !strings.Contains(mustJSON(settings), "--home "+shellQuote(env[0][len("PIXIE_HOME="):])) {
+	adapter := filepath.Join(filepath.Dir(testutil.PixieBinary(t)), hookcmd.Name)
+	if !strings.Contains(mustJSON(settings), `"`+adapter+" claude --preset default --url ") || !strings.Contains(mustJSON(settings), "--home "+shellQuote(env[0][len("PIXIE_HOME="):])) {
 		t.Errorf("user settings: %s", mustJSON(settings))
 	}
 	if _, err := os.Stat(filepath.Join(userHome, ".claude", "skills", agentskill.Name, "SKILL.md")); err != nil {
@@ -210,7 +224,8 @@ func mustJSON(v any) string {
 func TestInitCodexWrite(t *testing.T) {
 	proj := t.TempDir()
 	ph := filepath.Join(t.TempDir(), "ph")
-	env := []string{"PIXIE_HOME=" + ph, "HOME=" + t.TempDir()}
+	userHome := t.TempDir()
+	env := []string{"PIXIE_HOME=" + ph, "HOME=" + userHome}
 	// An existing project config: its other tables survive, an old pixie table is replaced.
 	if err := os.MkdirAll(filepath.Join(proj, ".codex"), 0o755); err != nil {
 		t.Fatal(err)
@@ -233,7 +248,7 @@ func TestInitCodexWrite(t *testing.T) {
 	bin := testutil.PixieBinary(t)
 	for _, ev := range hookEvents {
 		h := hs[ev].([]any)[0].(map[string]any)["hooks"].([]any)[0].(map[string]any)
-		want := bin + " hook codex --preset review --url 'http://127.0.0.1:9' --home " + ph + " --timeout 85s"
+		want := filepath.Join(filepath.Dir(bin), hookcmd.Name) + " codex --preset review --url 'http://127.0.0.1:9' --home " + ph + " --timeout 85s --proxy"
 		if h["type"] != "command" || h["command"] != want {
 			t.Errorf("%s: %s\nwant %s", ev, mustJSON(h), want)
 		}
@@ -248,6 +263,20 @@ func TestInitCodexWrite(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(proj, ".agents", "skills", agentskill.Name, "SKILL.md")); err != nil {
 		t.Error(err)
+	}
+	// The proxy, by default, in the user's Codex config (Codex reads model providers only there).
+	if raw, err := os.ReadFile(filepath.Join(userHome, ".codex", "config.toml")); err != nil || !strings.HasPrefix(string(raw), "model_provider = \"pixie\"\n") ||
+		!strings.Contains(string(raw), `base_url = "http://127.0.0.1:9/v1/proxy/openai/v1"`) {
+		t.Errorf("the user's config.toml: %v\n%s", err, raw)
+	}
+	// --no-proxy: hooks that do not say so.
+	proj2 := t.TempDir()
+	if out, code := runInitIn(t, proj2, []string{"PIXIE_HOME=" + ph, "HOME=" + t.TempDir()}, "init", "codex", "--write", "--no-proxy", "--url", "http://127.0.0.1:9"); code != 0 {
+		t.Fatalf("--no-proxy: %d\n%s", code, out)
+	}
+	readJSON(t, filepath.Join(proj2, ".codex", "hooks.json"), &doc)
+	if c := mustJSON(doc); strings.Contains(c, "--proxy") {
+		t.Errorf("--no-proxy hooks: %s", c)
 	}
 	if _, err := os.Stat(filepath.Join(proj, ".claude")); !os.IsNotExist(err) {
 		t.Error("init codex wrote Claude Code files")

@@ -99,7 +99,7 @@ func TestMCPServer(t *testing.T) {
 		}
 	}
 	sort.Strings(names)
-	if strings.Join(names, ",") != "hint_send,hint_status,judge,pet_locus_finish,pet_locus_wait" {
+	if strings.Join(names, ",") != "hint_send,hint_status,judge,pet_child_answer,pet_locus_finish,pet_locus_wait" {
 		t.Fatalf("tools: %v", names)
 	}
 
@@ -246,10 +246,29 @@ func TestMCPLocusTools(t *testing.T) {
 		t.Fatalf("finish without a reason: error=%v %q", res.IsError, toolText(res))
 	}
 
+	// pet_child_answer answers as the calling session through POST
+	// /v1/channel/lark/questions/:id/answer: an unknown or malformed question id is the
+	// channel's refusal (the whole flow, with a real question, is server's
+	// TestChannelAskMainSession).
+	for _, id := range []string{"qaaaaaaaaaaaaaaaaaaaa", "../../hints"} {
+		res = callTool(t, cs, "pet_child_answer", map[string]any{"questionId": id, "answer": "in /srv/app"})
+		if !res.IsError || !strings.Contains(toolText(res), "no such question") {
+			t.Fatalf("answer to %s: error=%v %q", id, res.IsError, toolText(res))
+		}
+	}
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "pet_child_answer", Arguments: map[string]any{"questionId": "q1"}})
+	if err == nil && !res.IsError {
+		t.Fatal("an answer without its text was accepted")
+	}
+
 	anon := mcpSession(t, env)
 	res = callTool(t, anon, "pet_locus_wait", map[string]any{"deliveryId": "d1"})
 	if !res.IsError || !strings.Contains(toolText(res), "does not know the calling session") {
 		t.Fatalf("wait without a session: error=%v %q", res.IsError, toolText(res))
+	}
+	res = callTool(t, anon, "pet_child_answer", map[string]any{"questionId": "qaaaaaaaaaaaaaaaaaaaa", "answer": "x"})
+	if !res.IsError || !strings.Contains(toolText(res), "does not know the calling session") {
+		t.Fatalf("answer without a session: error=%v %q", res.IsError, toolText(res))
 	}
 }
 

@@ -74,7 +74,7 @@ func modulePush(ctx context.Context, c *apiClient, stdout io.Writer, file, name 
 	if err := c.ready(); err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/modules?name="+url.QueryEscape(name), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.Base+"/v1/modules?name="+url.QueryEscape(name), bytes.NewReader(body))
 	if err != nil {
 		return err
 	}

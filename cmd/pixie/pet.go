@@ -16,6 +16,7 @@ import (
 
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/pet"
+	"github.com/pixie-dev/pixie/runtime"
 )
 
 // petLeaf is one `pixie pet` subcommand: key is its name in petCLI.run ("skills ls"), defs
@@ -58,11 +59,13 @@ func init() {
 				fs.BoolVar(&f.enable, "enable", false, "enable at once")
 				fs.BoolVar(&f.shortcut, "shortcut", false, "put on the wheel at once")
 				fs.BoolVar(&f.yes, "yes", false, "do not ask for confirmation")
+				fs.StringVar(&f.executor, "executor", "", "what runs an instruction Skill: builtin (the Pixie model, the default), claude (Claude Code) or codex (Codex)")
 			}),
 			petLeaf("skills ls", "", [2]int{}, "registered Skills with their live state", petJSON),
 			petLeaf("skills enable", "NAME", one, "project into the Pet workspace"),
 			petLeaf("skills disable", "NAME", one, "remove from the Pet workspace"),
 			petLeaf("skills shortcut", "NAME on|off", two, "show on / hide from the wheel"),
+			petLeaf("skills executor", "NAME builtin|claude|codex", two, "what runs an instruction Skill: the Pixie model, Claude Code or Codex"),
 			petLeaf("skills rm", "NAME", one, "unregister (the directory is not touched)"),
 		}},
 		petLeaf("rebuild", "", [2]int{}, "rebuild the projection (the only cure for drift)"),
@@ -97,7 +100,7 @@ type petFlags struct {
 	enable, shortcut, yes, asJSON, all    bool
 	global                                bool
 	scope, workspace, cwd, title, selText string
-	transcript                            string
+	transcript, executor                  string
 }
 
 type petCLI struct {
@@ -130,18 +133,18 @@ func (p petCLI) run(ctx context.Context, cmd string, pos []string) (int, error) 
 			return 0, p.json(list)
 		}
 		tw := tabwriter.NewWriter(p.out, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAME\tKIND\tENABLED\tSHORTCUT\tPROJECTION\tAVAILABLE\tPATH")
+		fmt.Fprintln(tw, "NAME\tKIND\tEXECUTOR\tSANDBOX\tENABLED\tSHORTCUT\tPROJECTION\tAVAILABLE\tPATH")
 		for _, s := range list.Skills {
 			avail := "yes"
 			if !s.Available {
 				avail = "no: " + s.Reason
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%v\t%v\t%s\t%s\t%s\n", s.Name, orDash(string(s.Kind)), s.Enabled, s.Shortcut, s.Projection, avail, s.Path)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%v\t%s\t%s\t%s\n", s.Name, orDash(string(s.Kind)), orDash(s.Executor), orDash(string(s.Sandbox)), s.Enabled, s.Shortcut, s.Projection, avail, s.Path)
 		}
 		return 0, tw.Flush()
 	case "skills enable", "skills disable":
 		on := cmd == "skills enable"
-		return 0, p.patchSkill(ctx, pos[0], map[string]bool{"enabled": on})
+		return 0, p.patchSkill(ctx, pos[0], map[string]any{"enabled": on})
 	case "skills shortcut":
 		var on bool
 		switch pos[1] {
@@ -151,7 +154,11 @@ func (p petCLI) run(ctx context.Context, cmd string, pos []string) (int, error) 
 		default:
 			return 2, errs.New(errs.Invalid, "shortcut takes on or off, not %q", pos[1])
 		}
-		return 0, p.patchSkill(ctx, pos[0], map[string]bool{"shortcut": on})
+		return 0, p.patchSkill(ctx, pos[0], map[string]any{"shortcut": on})
+	case "skills executor":
+		// The server validates the value (an unknown one, or an external executor for a script
+		// or WASM Skill, is refused).
+		return 0, p.patchSkill(ctx, pos[0], map[string]any{"executor": pos[1]})
 	case "skills rm":
 		if err := c.do(ctx, http.MethodDelete, "/v1/pet/skills/"+url.PathEscape(pos[0]), nil, nil); err != nil {
 			return 1, err
@@ -303,7 +310,7 @@ func (p petCLI) run(ctx context.Context, cmd string, pos []string) (int, error) 
 
 func (p petCLI) json(v any) error { return writeJSON(p.out, v) }
 
-func (p petCLI) patchSkill(ctx context.Context, name string, body map[string]bool) error {
+func (p petCLI) patchSkill(ctx context.Context, name string, body map[string]any) error {
 	var v pet.SkillView
 	if err := p.c.do(ctx, http.MethodPatch, "/v1/pet/skills/"+url.PathEscape(name), body, &v); err != nil {
 		return err
@@ -312,13 +319,13 @@ func (p petCLI) patchSkill(ctx context.Context, name string, body map[string]boo
 	if !v.Available {
 		state = "unavailable: " + v.Reason
 	}
-	fmt.Fprintf(p.out, "%s: enabled=%v shortcut=%v projection=%s (%s)\n", v.Name, v.Enabled, v.Shortcut, v.Projection, state)
+	fmt.Fprintf(p.out, "%s: enabled=%v shortcut=%v executor=%s projection=%s (%s)\n", v.Name, v.Enabled, v.Shortcut, v.Executor, v.Projection, state)
 	return nil
 }
 
 func (p petCLI) printInspection(in pet.Inspection) {
-	fmt.Fprintf(p.out, "name:        %s\ndescription: %s\nkind:        %s\npath:        %s\nfiles:       %d (%d bytes)\n",
-		in.Name, in.Description, in.Kind, in.Path, len(in.Files), in.TotalSize)
+	fmt.Fprintf(p.out, "name:        %s\ndescription: %s\nkind:        %s\nsandbox:     %s\npath:        %s\nfiles:       %d (%d bytes)\n",
+		in.Name, in.Description, in.Kind, sandboxText(in.Sandbox), in.Path, len(in.Files), in.TotalSize)
 	for _, f := range in.Files {
 		fmt.Fprintf(p.out, "  %8d  %s\n", f.Size, f.Path)
 	}
@@ -336,19 +343,25 @@ func (p petCLI) registerSkill(ctx context.Context, path string) (int, error) {
 	}
 	p.printInspection(in)
 	if !p.f.yes {
-		fmt.Fprintf(p.out, "Register %s → %s? [y/N] ", in.Name, in.Path)
+		grant := ""
+		if in.Sandbox != "" && in.Sandbox != runtime.PolicyReadOnly {
+			grant = fmt.Sprintf(", granting the %s sandbox", in.Sandbox)
+		}
+		fmt.Fprintf(p.out, "Register %s → %s%s? [y/N] ", in.Name, in.Path, grant)
 		line, _ := bufio.NewReader(p.stdin).ReadString('\n')
 		if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
 			fmt.Fprintln(p.out)
 			return 1, errs.New(errs.Invalid, "not registered: registration was not confirmed (answer y, or pass --yes)")
 		}
 	}
-	req := pet.RegisterRequest{Path: in.Path, Confirm: true, Fingerprint: in.Fingerprint, Enabled: p.f.enable, Shortcut: p.f.shortcut}
+	// The confirmation covers the sandbox policy shown: it travels with the request, and the
+	// server refuses it if the Skill now asks for another.
+	req := pet.RegisterRequest{Path: in.Path, Confirm: true, Fingerprint: in.Fingerprint, Sandbox: in.Sandbox, Enabled: p.f.enable, Shortcut: p.f.shortcut, Executor: p.f.executor}
 	var v pet.SkillView
 	if err := p.c.do(ctx, http.MethodPost, "/v1/pet/skills", req, &v); err != nil {
 		return 1, err
 	}
-	fmt.Fprintf(p.out, "registered %s → %s (enabled=%v shortcut=%v)\n", v.Name, v.Path, v.Enabled, v.Shortcut)
+	fmt.Fprintf(p.out, "registered %s → %s (sandbox=%s enabled=%v shortcut=%v executor=%s)\n", v.Name, v.Path, v.Sandbox, v.Enabled, v.Shortcut, v.Executor)
 	return 0, nil
 }
 
@@ -392,6 +405,7 @@ func (p petCLI) printInvocation(v pet.InvocationView) (int, error) {
 		return code, p.json(v)
 	}
 	fmt.Fprintf(p.errw, "invocation %s (task %s, %s, epoch %d, #%d), run %d: %s\n", v.ID, v.TaskID, v.Scope, v.Epoch, v.Seq, r.N, v.Status)
+	p.printToolCalls(r)
 	if r.Output != "" {
 		fmt.Fprintln(p.out, r.Output)
 	}
@@ -403,6 +417,36 @@ func (p petCLI) printInvocation(v pet.InvocationView) (int, error) {
 		fmt.Fprintf(p.errw, "error (%s): %s%s\n", r.Error.Code, r.Error.Message, hint)
 	}
 	return code, nil
+}
+
+// printToolCalls prints a Run's sandbox policy and its agent's tool calls, one line each, on
+// stderr.
+func (p petCLI) printToolCalls(r pet.Run) {
+	if r.Sandbox != "" && (r.Executor == pet.KindInstructions || len(r.ToolCalls) > 0) {
+		fmt.Fprintf(p.errw, "sandbox %s, %d model turns, %d tool calls\n", r.Sandbox, r.Steps, len(r.ToolCalls))
+	}
+	for _, c := range r.ToolCalls {
+		state := "ok"
+		if c.IsError {
+			state = "error"
+		}
+		gate := ""
+		if c.Gate != "" {
+			gate = " [" + petClip(c.Gate) + "]"
+		}
+		fmt.Fprintf(p.errw, "  tool #%d (turn %d) %s %s → %s: %s%s\n", c.N, c.Step, c.Name, petClip(string(c.Input)), state, petClip(c.Output), gate)
+	}
+}
+
+// sandboxText says what a sandbox policy a Skill asks for means.
+func sandboxText(p runtime.Policy) string {
+	switch p {
+	case runtime.PolicyWorkspaceWrite:
+		return string(p) + " (its commands may change files in the snapshot's folder; registering grants it)"
+	case "":
+		return "-"
+	}
+	return string(p) + " (its commands may read, not change files)"
 }
 
 func (p petCLI) printTask(tv pet.TaskView) {
@@ -419,7 +463,11 @@ func (p petCLI) printTask(tv pet.TaskView) {
 			if r.Error != nil {
 				detail = string(r.Error.Code) + ": " + petClip(r.Error.Message)
 			}
-			fmt.Fprintf(p.out, "     run %d %s %s %dms %s\n", r.N, r.Executor, r.Status, r.DurationMS, detail)
+			executor := string(r.Executor)
+			if r.ExternalExecutor != "" {
+				executor += "/" + r.ExternalExecutor
+			}
+			fmt.Fprintf(p.out, "     run %d %s %s %s %dms %d tool calls %s\n", r.N, executor, orDash(string(r.Sandbox)), r.Status, r.DurationMS, len(r.ToolCalls), detail)
 		}
 	}
 }

@@ -118,17 +118,44 @@ func TestPetCLI(t *testing.T) {
 	if out, code := run("n\n", "pet", "skills", "register", instr); code != 1 || !strings.Contains(out, "not confirmed") {
 		t.Fatalf("declined register: %d\n%s", code, out)
 	}
-	if out, code := run("y\n", "pet", "skills", "register", instr, "--enable", "--shortcut"); code != 0 || !strings.Contains(out, "registered explain → "+instr+" (enabled=true shortcut=true)") {
+	if out, code := run("y\n", "pet", "skills", "register", instr, "--enable", "--shortcut"); code != 0 || !strings.Contains(out, "registered explain → "+instr+" (sandbox=read-only enabled=true shortcut=true executor=builtin)") {
 		t.Fatalf("register: %d\n%s", code, out)
 	}
 	ok("pet", "skills", "register", script, "--yes", "--enable")
+	// A Skill that asks for workspace-write: inspect shows it, the question names the grant.
+	writer := petSkill(t, skills, "writer", "Writes.", map[string][]byte{})
+	if err := os.WriteFile(filepath.Join(writer, "SKILL.md"), []byte("---\nname: writer\ndescription: Writes.\nsandbox: workspace-write\n---\nWrite.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := ok("pet", "skills", "inspect", writer); !strings.Contains(out, "sandbox:     workspace-write (its commands may change files") {
+		t.Fatalf("inspect writer:\n%s", out)
+	}
+	if out, code := run("y\n", "pet", "skills", "register", writer); code != 0 || !strings.Contains(out, "Register writer → "+writer+", granting the workspace-write sandbox? [y/N]") ||
+		!strings.Contains(out, "(sandbox=workspace-write enabled=false") {
+		t.Fatalf("register writer: %d\n%s", code, out)
+	}
 	ok("pet", "skills", "register", wasmSkill, "--yes")
 	ok("pet", "skills", "enable", "echo")
 	if out := ok("pet", "skills", "shortcut", "echo", "on"); !strings.Contains(out, "shortcut=true") {
 		t.Fatalf("shortcut:\n%s", out)
 	}
+	// The executor: validated by the server, shown by ls; Claude Code is not set up for this
+	// server (no pet.claude.command on PATH), so the Skill shows unavailable with the reason.
+	if out, code := run("", "pet", "skills", "executor", "explain", "gemini"); code == 0 || !strings.Contains(out, `unknown executor "gemini"`) {
+		t.Fatalf("a bad executor: %d\n%s", code, out)
+	}
+	if out, code := run("", "pet", "skills", "executor", "tidy", "claude"); code == 0 || !strings.Contains(out, "runs instruction Skills") {
+		t.Fatalf("a script on claude: %d\n%s", code, out)
+	}
+	if out := ok("pet", "skills", "executor", "explain", "codex"); !strings.Contains(out, "executor=codex") {
+		t.Fatalf("executor:\n%s", out)
+	}
+	if out := ok("pet", "skills", "ls"); !regexp.MustCompile(`explain\s+instructions\s+codex\s`).MatchString(out) {
+		t.Fatalf("ls does not show the executor:\n%s", out)
+	}
+	ok("pet", "skills", "executor", "explain", "builtin")
 	out = ok("pet", "skills", "ls")
-	for _, want := range []string{"echo", "wasm", "explain", "instructions", "tidy", "script"} {
+	for _, want := range []string{"echo", "wasm", "explain", "instructions", "tidy", "script", "workspace-write", "read-only"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("ls lacks %q:\n%s", want, out)
 		}
@@ -151,7 +178,7 @@ func TestPetCLI(t *testing.T) {
 	}
 
 	out = ok("pet", "invoke", "explain", "--scope", "session:s1", "--workspace", "w1", "--title", "T", "--selection", "some code")
-	if !strings.Contains(out, "the model answered") || !strings.Contains(out, ": succeeded") {
+	if !strings.Contains(out, "the model answered") || !strings.Contains(out, ": succeeded") || !strings.Contains(out, "sandbox read-only, 1 model turns, 0 tool calls") {
 		t.Fatalf("invoke explain:\n%s", out)
 	}
 	task := regexp.MustCompile(`task (t[0-9a-f]{22})`).FindStringSubmatch(out)
@@ -177,7 +204,7 @@ func TestPetCLI(t *testing.T) {
 		t.Fatalf("tasks:\n%s", out)
 	}
 	out = ok("pet", "tasks", task[1])
-	if !strings.Contains(out, "#1") || !strings.Contains(out, "#2") || !strings.Contains(out, "run 1 wasm succeeded") {
+	if !strings.Contains(out, "#1") || !strings.Contains(out, "#2") || !strings.Contains(out, "run 1 wasm read-only succeeded") {
 		t.Fatalf("task:\n%s", out)
 	}
 	out = ok("pet", "archive", task[1])

@@ -121,9 +121,9 @@ func fetchRuntimeSettings(ctx context.Context, conn clientFlags) *runtimeSetting
 	if err != nil {
 		return &runtimeSettings{err: err}
 	}
-	c.http.Timeout = 3 * time.Second
+	c.HTTP.Timeout = 3 * time.Second
 	var v settings.View
-	rt := &runtimeSettings{from: c.base, values: map[string]string{}}
+	rt := &runtimeSettings{from: c.Base, values: map[string]string{}}
 	if err := c.do(ctx, http.MethodGet, "/v1/settings", nil, &v); err != nil {
 		rt.err = err
 		return rt

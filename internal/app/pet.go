@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 
+	"github.com/pixie-dev/pixie/internal/agent"
 	"github.com/pixie-dev/pixie/internal/config"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/helper"
@@ -38,12 +39,13 @@ var _ wasm.Source = (*pet.ModuleFiles)(nil)
 
 // newPet builds the Pet service: scripts run on the rule dispatcher's bash executor (behind a
 // Landlock probe), skill.wasm files on a WASM executor of Pet's own that loads modules by path
-// (pet.ModuleFiles), instruction Skills on the Pixie model. A missing executor is not fatal: its
+// (pet.ModuleFiles), instruction Skills on the built-in agent (the Pixie model with tools, its
+// tool calls gated by gates) or on an external CLI. A missing executor is not fatal: its
 // Skills show as unavailable, with the reason. helpers (the Service gate runs use) gives script
 // and WASM Skills the helper gate rules get; nil leaves them without one. limits is the WASM
 // admission control the rule executor uses (nil: the executor's own). The returned func
 // closes the service and releases its WASM executor.
-func newPet(ctx context.Context, cfg config.Config, log *slog.Logger, st *store.Store, rules runtime.Dispatcher, m model.Model, helpers *helper.Service, alive func(context.Context, string) (bool, error), limits *wasm.Limits) (*pet.Service, func(context.Context) error, error) {
+func newPet(ctx context.Context, cfg config.Config, log *slog.Logger, st *store.Store, rules runtime.Dispatcher, m model.Model, helpers *helper.Service, alive func(context.Context, string) (bool, error), limits *wasm.Limits, gates agent.Gates) (*pet.Service, func(context.Context) error, error) {
 	exec := runtime.Dispatcher{}
 	if bx, ok := rules[runtime.KindScript]; ok {
 		exec[runtime.KindScript] = probedBash{bx}
@@ -67,10 +69,29 @@ func newPet(ctx context.Context, cfg config.Config, log *slog.Logger, st *store.
 		exec[runtime.KindModule] = wx
 		closer = wx.Close
 	}
+	// Instruction Skills may run on Claude Code or Codex instead (the Skill's executor): the CLI
+	// runs under the sandbox verb of this binary, its hooks (`<this binary> hook …`) call this
+	// server at the URL scripts get as PIXIE_URL, with the preset Pet's tool calls use.
+	preset := cfg.Pet.Agent.Preset
+	if preset == "" {
+		preset = cfg.Hooks.DefaultPreset
+	}
+	ext := pet.ExternalConfig{
+		Claude: pet.CLIConfig{Command: cfg.Pet.Claude.Command, BaseURL: cfg.Pet.Claude.BaseURL, APIKey: cfg.Pet.Claude.APIKey, Model: cfg.Pet.Claude.Model},
+		Codex:  pet.CLIConfig{Command: cfg.Pet.Codex.Command, BaseURL: cfg.Pet.Codex.BaseURL, APIKey: cfg.Pet.Codex.APIKey, Model: cfg.Pet.Codex.Model},
+		Preset: preset,
+		Hidden: []string{cfg.Home},
+	}
+	if helpers != nil {
+		ext.ServerURL = helpers.URL
+	}
 	svc, err := pet.New(ctx, pet.Config{Store: st, Exec: exec, Model: m,
 		Home: cfg.Home, Workspace: cfg.Pet.Workspace, MaxSkillFiles: cfg.Pet.MaxSkillFiles,
 		MaxSkillFileSize: cfg.Pet.MaxSkillFileSize, MaxSkillSize: cfg.Pet.MaxSkillSize, Logger: log,
-		Helpers: helpers, Alive: alive,
+		Helpers: helpers, Alive: alive, RunTimeout: cfg.Pet.RunTimeout, External: ext,
+		Agent: pet.AgentConfig{MaxSteps: cfg.Pet.Agent.MaxSteps, MaxTokens: cfg.Pet.Agent.MaxTokens,
+			ShellTimeout: cfg.Pet.Agent.ShellTimeout, Preset: preset, Gates: gates,
+			Hidden: []string{cfg.Home}},
 	})
 	if err != nil {
 		_ = closer(context.Background())

@@ -16,6 +16,7 @@ import (
 	"github.com/pixie-dev/pixie/internal/judge"
 	"github.com/pixie-dev/pixie/internal/model"
 	"github.com/pixie-dev/pixie/internal/proxy"
+	"github.com/pixie-dev/pixie/internal/rewrite"
 	"github.com/pixie-dev/pixie/internal/settings"
 	"github.com/pixie-dev/pixie/runtime"
 	"github.com/pixie-dev/pixie/runtime/bash"
@@ -84,6 +85,14 @@ func (a *App) wire(ctx context.Context, version string) error {
 		} else {
 			sandboxInfo["processes"], sandboxInfo["processesReason"] = "subreaper", iso.Reason
 		}
+		// What each run starts: the sandbox init beside pixie, or pixie itself (slower) and why.
+		command, slow := bx.Sandbox()
+		sandboxInfo["command"] = command
+		if slow == "" {
+			sandboxInfo["start"] = "init"
+		} else {
+			sandboxInfo["start"], sandboxInfo["startReason"] = "pixie", slow
+		}
 	}
 	info["sandbox"] = sandboxInfo
 	// WASM modules: the registry (<home>/blobs) and their executor (compile cache <home>/cache/wasm).
@@ -116,39 +125,59 @@ func (a *App) wire(ctx context.Context, version string) error {
 	a.closers = append(a.closers, gates.Close) // writes queued run records
 	mods.warm(ctx, gates)
 
-	hints, err := hint.New(ctx, hint.Config{Store: st,
-		MaxPerStep: cfg.Hints.MaxPerStep, MaxContentChars: cfg.Hints.MaxContentChars,
-		MaxPendingPerSession: cfg.Hints.MaxPendingPerSession, KeepConsumed: cfg.Hints.KeepConsumed,
-		HeartbeatInterval: cfg.Hints.Heartbeat, Lease: cfg.Hints.Lease, Locale: cfg.Hints.Locale, Logger: log,
-	})
-	if err != nil {
-		return fmt.Errorf("hints: %w", err)
+	// Hints (hints.enabled): off means no queue at all, so the hint routes, the event stream and
+	// the model-side tool routes are not mounted (404), /v1/info says so (pixie mcp then offers
+	// no hint tools, Studio no hint bar), and neither the proxy nor the hooks deliver any.
+	var hints *hint.Queue
+	if cfg.Hints.Enabled {
+		hints, err = hint.New(ctx, hint.Config{Store: st,
+			MaxPerStep: cfg.Hints.MaxPerStep, MaxContentChars: cfg.Hints.MaxContentChars,
+			MaxPendingPerSession: cfg.Hints.MaxPendingPerSession, KeepConsumed: cfg.Hints.KeepConsumed,
+			HeartbeatInterval: cfg.Hints.Heartbeat, Lease: cfg.Hints.Lease, Locale: cfg.Hints.Locale, Logger: log,
+		})
+		if err != nil {
+			return fmt.Errorf("hints: %w", err)
+		}
+		a.closers = append(a.closers, hints.Close)
 	}
-	a.closers = append(a.closers, hints.Close)
 	// The model-API side channel (issue 19): hints injected into one model request, outside the
-	// chat history. hints.delivery decides who delivers: the proxy for the sessions it carries
-	// and hooks for the others (auto), the proxy only, or the hooks only.
-	px, err := proxy.New(ctx, proxy.Config{Store: st, Hints: hints, AnthropicURL: cfg.Proxy.AnthropicURL, OpenAIURL: cfg.Proxy.OpenAIURL,
-		InjectLimit: cfg.Proxy.InjectLimit, NoInject: cfg.Hints.Delivery == "hooks", Lease: cfg.Hints.Lease, Logger: log})
+	// chat history, and the replacements the hooks cannot make. hints.delivery decides who
+	// delivers hints: the proxy for the sessions it carries (and for every session whose hooks
+	// say their host goes through it) and hooks for the others (auto), the proxy only, or the
+	// hooks only.
+	// The replacements hooks cannot make (a user's prompt, a built-in tool's structured result),
+	// which the hooks of a host going through the proxy leave for the proxy to make.
+	rws, err := rewrite.New(ctx, rewrite.Config{Store: st})
+	if err != nil {
+		return fmt.Errorf("rewrite: %w", err)
+	}
+	a.closers = append(a.closers, rws.Close)
+	pcfg := proxy.Config{Store: st, Rewrites: rws, AnthropicURL: cfg.Proxy.AnthropicURL, OpenAIURL: cfg.Proxy.OpenAIURL,
+		InjectLimit: cfg.Proxy.InjectLimit, NoInject: cfg.Hints.Delivery == "hooks", Lease: cfg.Hints.Lease, Logger: log}
+	hcfg := hooks.Config{Store: st, Gates: gates, Rewrites: rws, DefaultPreset: cfg.Hooks.DefaultPreset, Logger: log}
+	if hints != nil { // a nil *hint.Queue in an interface field would not be nil
+		pcfg.Hints, hcfg.Hints = hints, hints
+	}
+	px, err := proxy.New(ctx, pcfg)
 	if err != nil {
 		return fmt.Errorf("proxy: %w", err)
 	}
 	a.closers = append(a.closers, px.Close)
-	var hintsElsewhere func(context.Context, string) bool
 	switch cfg.Hints.Delivery {
 	case "proxy":
-		hintsElsewhere = func(context.Context, string) bool { return true }
+		hcfg.HintsElsewhere = func(context.Context, string) bool { return true }
 	case "auto":
-		hintsElsewhere = px.Carries
+		hcfg.HintsElsewhere = px.Carries
 	}
+	hcfg.ProxyDeliversHints = cfg.Hints.Delivery != "hooks"
 	info["proxy"] = map[string]any{"anthropicUrl": px.Upstream(proxy.Anthropic), "openaiUrl": px.Upstream(proxy.OpenAI),
 		"hintsDelivery": cfg.Hints.Delivery}
-	petSvc, petClose, err := newPet(ctx, cfg, log, st, rules, pixieModel, helpers, node.Alive, mods.limits)
+	petSvc, petClose, err := newPet(ctx, cfg, log, st, rules, pixieModel, helpers, node.Alive, mods.limits, AgentGates(gates))
 	if err != nil {
 		return fmt.Errorf("pet: %w", err)
 	}
 	a.closers = append(a.closers, petClose)
-	larkCh, err := newLarkChannel(ctx, cfg, log, st, pixieModel, creds)
+	larkCh, err := newLarkChannel(ctx, cfg, log, st, pixieModel, creds, gates, rules, hints)
 	if err != nil {
 		return fmt.Errorf("lark: %w", err)
 	}
@@ -156,8 +185,7 @@ func (a *App) wire(ctx context.Context, version string) error {
 	if err := petSvc.RegisterBuiltin(larkCh.QAAction()); err != nil {
 		return fmt.Errorf("lark: %w", err)
 	}
-	hooksSvc, err := hooks.New(ctx, hooks.Config{Store: st, Gates: gates, Hints: hints, DefaultPreset: cfg.Hooks.DefaultPreset,
-		Logger: log, HintsElsewhere: hintsElsewhere})
+	hooksSvc, err := hooks.New(ctx, hcfg)
 	if err != nil {
 		return fmt.Errorf("hooks: %w", err)
 	}

@@ -32,6 +32,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pixie-dev/pixie/internal/config"
 	"github.com/pixie-dev/pixie/internal/store"
 )
 
@@ -242,7 +243,7 @@ func (n *Node) URL(ctx context.Context, id string) (string, error) {
 }
 
 // TokenFile is the admin token's file in a home.
-const TokenFile = "token"
+const TokenFile = config.TokenFile
 
 const adminTokenID = "admin-token"
 

@@ -20,6 +20,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 
@@ -41,6 +42,10 @@ const DefaultMemoryLimit = 256 << 20
 // minMemoryLimit is the smallest server.memoryLimit taken: below it the collector would run
 // all the time.
 const minMemoryLimit = 64 << 20
+
+// TokenFile is the admin token's file inside the home (written 0600 by the server's first
+// start; internal/cluster owns it).
+const TokenFile = "token"
 
 // Config holds every setting. Fields tagged secret:"true" are masked when shown; secret:"url"
 // marks a URL whose password alone is masked.
@@ -152,6 +157,7 @@ type WASMConfig struct {
 
 // HintsConfig is the hint queue.
 type HintsConfig struct {
+	Enabled              bool          `yaml:"enabled" doc:"turn hints on; off removes the hint routes, the MCP hint tools and the event stream, and neither the proxy nor the hooks deliver hints"`
 	MaxPerStep           int           `yaml:"maxPerStep" doc:"hints delivered per step"`
 	MaxContentChars      int           `yaml:"maxContentChars" doc:"hint length cap in code points"`
 	MaxPendingPerSession int           `yaml:"maxPendingPerSession" doc:"pending hints per session before the oldest is dropped"`
@@ -179,18 +185,51 @@ type ProxyConfig struct {
 
 // PetConfig is Pet.
 type PetConfig struct {
-	Workspace        string `yaml:"workspace" doc:"Pet workspace; empty = <home>/pet/workspace"`
-	MaxSkillFiles    int    `yaml:"maxSkillFiles" doc:"files per imported Skill"`
-	MaxSkillFileSize int64  `yaml:"maxSkillFileSize" doc:"bytes per Skill file"`
-	MaxSkillSize     int64  `yaml:"maxSkillSize" doc:"bytes per Skill in total"`
+	Workspace        string        `yaml:"workspace" doc:"Pet workspace; empty = <home>/pet/workspace"`
+	MaxSkillFiles    int           `yaml:"maxSkillFiles" doc:"files per imported Skill"`
+	MaxSkillFileSize int64         `yaml:"maxSkillFileSize" doc:"bytes per Skill file"`
+	MaxSkillSize     int64         `yaml:"maxSkillSize" doc:"bytes per Skill in total"`
+	RunTimeout       time.Duration `yaml:"runTimeout" doc:"time limit of one Run (the executor, its model and helper calls together; an external CLI is killed with its whole process tree)"`
+	// Agent is the built-in agent instruction Skills run on, and the gates Pet's tool calls pass.
+	Agent  PetAgentConfig `yaml:"agent"`
+	Claude PetCLIConfig   `yaml:"claude" doc:"Claude Code, the external executor claude"`
+	Codex  PetCLIConfig   `yaml:"codex" doc:"Codex, the external executor codex"`
+}
+
+// PetAgentConfig is the built-in agent of Pet's instruction Skills, and the gates Pet's own tool
+// calls pass (docs/pet.md).
+type PetAgentConfig struct {
+	MaxSteps     int           `yaml:"maxSteps" doc:"model turns per instruction Skill run"`
+	MaxTokens    int           `yaml:"maxTokens" doc:"tokens per instruction Skill run (input and output of every model turn, summed)"`
+	ShellTimeout time.Duration `yaml:"shellTimeout" doc:"time limit of one shell command of the agent (within the run's)"`
+	Preset       string        `yaml:"preset" doc:"preset whose gates Pet's own tool calls pass (the built-in agent's, and the external CLIs' through the hooks); empty = hooks.defaultPreset; no such preset = no gates"`
+}
+
+// PetCLIConfig is one external executor's CLI (docs/pet.md, "External executors").
+type PetCLIConfig struct {
+	Command string `yaml:"command" doc:"the CLI: a path, or a name on PATH; empty = claude / codex on PATH"`
+	BaseURL string `yaml:"baseUrl" doc:"the model API the CLI talks to (Claude Code: an Anthropic Messages API, no /v1; Codex: an OpenAI Responses API, with /v1); empty = the CLI's default"`
+	APIKey  string `yaml:"apiKey" secret:"true" doc:"the key the CLI sends; empty = the CLI's own login (its login file is linked into the Run's private configuration)"`
+	Model   string `yaml:"model" doc:"the model the CLI asks for; empty = the CLI's default"`
 }
 
 // LarkConfig is the Lark channel (credentials live in the credentials file, not here).
 type LarkConfig struct {
-	Enabled          bool          `yaml:"enabled" doc:"turn the channel on (it also needs a binding)"`
-	BaseURL          string        `yaml:"baseUrl" doc:"Lark open API base URL"`
-	DefaultWorkspace string        `yaml:"defaultWorkspace" doc:"workspace for automatically created main sessions"`
-	ReplayWindow     time.Duration `yaml:"replayWindow" doc:"accepted age of an event's timestamp"`
+	Enabled          bool            `yaml:"enabled" doc:"turn the channel on (it also needs a binding)"`
+	BaseURL          string          `yaml:"baseUrl" doc:"Lark open API base URL"`
+	DefaultWorkspace string          `yaml:"defaultWorkspace" doc:"workspace for automatically created main sessions"`
+	ReplayWindow     time.Duration   `yaml:"replayWindow" doc:"accepted age of an event's timestamp"`
+	Agent            LarkAgentConfig `yaml:"agent"`
+}
+
+// LarkAgentConfig is the built-in Lark executor's agent: the child answers a Delivery with tools
+// over its Locus's workspace (docs/lark.md, "The built-in executor").
+type LarkAgentConfig struct {
+	MaxSteps   int           `yaml:"maxSteps" doc:"model turns per Delivery"`
+	MaxTokens  int           `yaml:"maxTokens" doc:"tokens per Delivery (input and output of every model call)"`
+	Timeout    time.Duration `yaml:"timeout" doc:"time limit of one Delivery's run (never past its deadline)"`
+	AskTimeout time.Duration `yaml:"askTimeout" doc:"how long ask_main_session waits for the main session's answer"`
+	Preset     string        `yaml:"preset" doc:"preset whose gates check the child's tool calls; empty = hooks.defaultPreset"`
 }
 
 // Defaults returns the built-in settings for home.
@@ -214,12 +253,14 @@ func Defaults(home string) Config {
 		Records: RecordsConfig{MaxBytes: 256 << 20, MaxAge: 7 * 24 * time.Hour},
 		WASM: WASMConfig{MaxModuleSize: 16 << 20, MemoryPages: 512, MaxInput: 1 << 20,
 			MaxOutput: 256 << 10, PoolSize: 2, MaxHostCalls: 200, MaxQueued: 64, QueueTimeout: time.Second, MemoryBudget: 1 << 30},
-		Hints: HintsConfig{MaxPerStep: 20, MaxContentChars: 2000, MaxPendingPerSession: 20,
+		Hints: HintsConfig{Enabled: true, MaxPerStep: 20, MaxContentChars: 2000, MaxPendingPerSession: 20,
 			KeepConsumed: 20, Heartbeat: 25 * time.Second, Lease: 2 * time.Minute, Locale: "en", Delivery: "auto"},
 		Proxy: ProxyConfig{AnthropicURL: "https://api.anthropic.com", OpenAIURL: "https://api.openai.com", InjectLimit: 32 << 20},
 		Hooks: HooksConfig{DefaultPreset: "default", Timeout: 90 * time.Second}, // above the 60 s default gate time limit
-		Pet:   PetConfig{MaxSkillFiles: 200, MaxSkillFileSize: 1 << 20, MaxSkillSize: 8 << 20},
-		Lark:  LarkConfig{BaseURL: "https://open.feishu.cn", ReplayWindow: 5 * time.Minute},
+		Pet: PetConfig{MaxSkillFiles: 200, MaxSkillFileSize: 1 << 20, MaxSkillSize: 8 << 20, RunTimeout: 60 * time.Second,
+			Agent: PetAgentConfig{MaxSteps: 20, MaxTokens: 200_000, ShellTimeout: 60 * time.Second}},
+		Lark: LarkConfig{BaseURL: "https://open.feishu.cn", ReplayWindow: 5 * time.Minute,
+			Agent: LarkAgentConfig{MaxSteps: 12, MaxTokens: 100_000, Timeout: 15 * time.Minute, AskTimeout: 10 * time.Minute}},
 	}
 }
 
@@ -316,7 +357,9 @@ func lookupEnv(environ []string, name string) (string, bool) {
 	return "", false
 }
 
-var unknownField = regexp.MustCompile(`line (\d+): field (\S+) not found in type (\S+)`)
+var unknownField = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`line (\d+): field (\S+) not found in type (\S+)`)
+})
 
 // decodeFile decodes YAML strictly and turns unknown fields into an Error naming the full key.
 func decodeFile(raw []byte, c *Config) error {
@@ -326,7 +369,7 @@ func decodeFile(raw []byte, c *Config) error {
 	dec := yaml.NewDecoder(bytes.NewReader(raw))
 	dec.KnownFields(true)
 	if err := dec.Decode(c); err != nil {
-		if m := unknownField.FindStringSubmatch(err.Error()); m != nil {
+		if m := unknownField().FindStringSubmatch(err.Error()); m != nil {
 			return &Error{Key: qualify(m[3], m[2]), Source: FileName + ":" + m[1], Msg: "unknown key"}
 		}
 		var te *yaml.TypeError
@@ -374,10 +417,10 @@ func qualify(goType, field string) string {
 	return field
 }
 
-var lineRe = regexp.MustCompile(`^line (\d+):`)
+var lineRe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^line (\d+):`) })
 
 func keyFromTypeError(raw []byte, msg string) string {
-	m := lineRe.FindStringSubmatch(msg)
+	m := lineRe().FindStringSubmatch(msg)
 	if m == nil {
 		return "(file)"
 	}
@@ -618,6 +661,14 @@ func (c *Config) Validate() error {
 		{"pet.maxSkillFiles", int64(c.Pet.MaxSkillFiles)},
 		{"pet.maxSkillFileSize", c.Pet.MaxSkillFileSize},
 		{"pet.maxSkillSize", c.Pet.MaxSkillSize},
+		{"pet.runTimeout", int64(c.Pet.RunTimeout)},
+		{"pet.agent.maxSteps", int64(c.Pet.Agent.MaxSteps)},
+		{"pet.agent.maxTokens", int64(c.Pet.Agent.MaxTokens)},
+		{"pet.agent.shellTimeout", int64(c.Pet.Agent.ShellTimeout)},
+		{"lark.agent.maxSteps", int64(c.Lark.Agent.MaxSteps)},
+		{"lark.agent.maxTokens", int64(c.Lark.Agent.MaxTokens)},
+		{"lark.agent.timeout", int64(c.Lark.Agent.Timeout)},
+		{"lark.agent.askTimeout", int64(c.Lark.Agent.AskTimeout)},
 	}
 	for _, p := range positive {
 		if p.n <= 0 {
@@ -630,14 +681,28 @@ func (c *Config) Validate() error {
 	if c.Records.MaxAge < 0 {
 		return bad("records.maxAge", "must not be negative (0 = no bound)")
 	}
+	if c.Pet.Agent.MaxSteps > 1000 {
+		return bad("pet.agent.maxSteps", "must be at most 1000")
+	}
 	if c.WASM.MaxConcurrent < 0 {
 		return bad("wasm.maxConcurrent", "must not be negative (0 = the number of CPUs)")
 	}
 	if c.WASM.MemoryPages > 65536 {
 		return bad("wasm.memoryPages", "must be at most 65536 (4 GiB)")
 	}
+	if c.Lark.Agent.Timeout > 24*time.Hour {
+		return bad("lark.agent.timeout", "must be at most 24h (a Delivery's longest deadline)")
+	}
+	if c.Lark.Agent.AskTimeout > c.Lark.Agent.Timeout {
+		return bad("lark.agent.askTimeout", "must not be beyond lark.agent.timeout (%s)", c.Lark.Agent.Timeout)
+	}
 	if c.PublicURL != "" && !strings.HasPrefix(c.PublicURL, "http://") && !strings.HasPrefix(c.PublicURL, "https://") {
 		return bad("publicUrl", "must start with http:// or https://")
+	}
+	for key, u := range map[string]string{"pet.claude.baseUrl": c.Pet.Claude.BaseURL, "pet.codex.baseUrl": c.Pet.Codex.BaseURL} {
+		if u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+			return bad(key, "must start with http:// or https://")
+		}
 	}
 	return nil
 }

@@ -90,6 +90,9 @@ func TestErrorsNameTheKey(t *testing.T) {
 		{"records age in days", "", nil, map[string]string{"records.maxAge": "7d"}, "records.maxAge"},
 		{"memory limit under 64 MiB", "server:\n  memoryLimit: 67108863\n", nil, nil, "server.memoryLimit"},
 		{"negative memory limit", "", []string{"PIXIE_SERVER_MEMORY_LIMIT=-1"}, nil, "server.memoryLimit"},
+		{"zero lark agent steps", "lark:\n  agent:\n    maxSteps: 0\n", nil, nil, "lark.agent.maxSteps"},
+		{"lark agent time limit past a day", "", []string{"PIXIE_LARK_AGENT_TIMEOUT=25h"}, nil, "lark.agent.timeout"},
+		{"lark ask beyond the run", "lark:\n  agent:\n    timeout: 5m\n", nil, nil, "lark.agent.askTimeout"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

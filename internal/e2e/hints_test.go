@@ -122,3 +122,22 @@ func TestHintEnterAddsNoLineBreak(t *testing.T) {
 		t.Fatalf("after Enter the input holds %q, want the text without a line break", v)
 	}
 }
+
+// TestHintBarAbsentWhenHintsAreOff: with hints.enabled off the server mounts no hint route, and
+// Studio shows no hint bar and never asks for the hint state or its event stream.
+func TestHintBarAbsentWhenHintsAreOff(t *testing.T) {
+	p := testutil.StartServer(t, t.TempDir(), []string{"PIXIE_HINTS_ENABLED=false"})
+	b := NewBrowser(t, 1280, 800)
+	viewport(t, b, 1280, 800)
+	login(t, b, p)
+	watchErrors(t, b)
+	waitFor(t, b, "the Gates page", `!!document.querySelector('#main .view h1')`)
+	if Eval[bool](t, b, `!!document.querySelector('#hintbar button') || !document.getElementById('hintbar').hidden`) {
+		t.Fatal("the hint bar is shown although the server has no hints")
+	}
+	if got := Eval[[]string](t, b, `performance.getEntriesByType('resource').map((e) => e.name).filter((n) => n.includes('/v1/hints'))`); len(got) != 0 {
+		t.Fatalf("Studio asked for hint routes: %v", got)
+	}
+	shot(t, b, "hints-off")
+	noConsoleErrors(t, b)
+}

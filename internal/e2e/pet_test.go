@@ -1,13 +1,17 @@
 package e2e
 
 import (
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/pixie-dev/pixie/internal/testutil"
+	"github.com/pixie-dev/pixie/internal/testutil/fakechat"
+	"github.com/pixie-dev/pixie/runtime/sandbox"
 )
 
 // writeSkill writes a Skill directory holding only a SKILL.md (an instruction Skill).
@@ -112,11 +116,81 @@ func TestPetSkillImportAndInvoke(t *testing.T) {
 		t.Fatal("an environment value is shown after saving")
 	}
 
+	// The executor of an instruction Skill: Claude Code is not set up for this server, so the
+	// Skill shows unavailable with the reason until it runs on the Pixie model again.
+	open(t, b, "#/pet-settings?tab=skills", `[data-skill="review-notes"] select[name=executor]`)
+	setExecutor := func(v string) {
+		t.Helper()
+		b.Run(t, "executor "+v, chromedp.Evaluate[chromedp.Void](`(() => { const s = document.querySelector('[data-skill="review-notes"] select[name=executor]'); s.value = `+jsq(v)+`; s.dispatchEvent(new Event('change')); })()`))
+	}
+	setExecutor("claude")
+	waitFor(t, b, "unavailable on claude", `(() => { const r = document.querySelector('[data-skill="review-notes"]'); return r && r.innerText.includes('unavailable') && r.querySelector('select[name=executor]').value === 'claude'; })()`)
+	shot(t, b, "skill-executor-claude")
+	setExecutor("builtin")
+	waitFor(t, b, "ready on builtin", `(() => { const r = document.querySelector('[data-skill="review-notes"]'); return r && r.innerText.includes('ready') && r.querySelector('select[name=executor]').value === 'builtin'; })()`)
+
 	// Every settings tab, for review.
 	for _, tab := range []string{"general", "skills", "locus", "environment", "channel", "diagnostics"} {
 		open(t, b, "#/pet-settings?tab="+tab, `[role=tab][data-tab="`+tab+`"][aria-selected=true]`)
 		waitFor(t, b, tab+" loaded", `!document.querySelector('.tabpanel').innerText.includes('Loading…')`)
 		shot(t, b, "settings-"+tab)
 	}
+	noConsoleErrors(t, b)
+}
+
+// TestPetToolCallsInTheTaskPanel registers a Skill that asks for workspace-write (the Register
+// button waits for the grant to be ticked), runs it from the wheel on the built-in agent, whose
+// scripted model lists the working directory and removes a file with the shell tool, and finds
+// each tool call with its input, output and policy in the task panel.
+func TestPetToolCallsInTheTaskPanel(t *testing.T) {
+	if err := sandbox.Probe(); err != nil {
+		t.Skipf("no Landlock here (%v): the shell tool fails closed", err)
+	}
+	srv := fakechat.NewScript(t, fakechat.Steps(
+		fakechat.Turn{Calls: []fakechat.ToolCall{{Name: "list", Arguments: `{}`}}},
+		fakechat.Turn{Calls: []fakechat.ToolCall{{Name: "shell", Arguments: `{"command":"rm -v scratch.tmp"}`}}},
+		fakechat.Turn{Text: "Removed scratch.tmp."},
+	))
+	cwd := t.TempDir()
+	if err := os.WriteFile(filepath.Join(cwd, "scratch.tmp"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := writeSkill(t, t.TempDir(), "tidy", "Removes *.tmp files.", "Remove the *.tmp files of the working directory.")
+	if err := os.WriteFile(filepath.Join(dir, "SKILL.md"), []byte("---\nname: tidy\ndescription: Removes *.tmp files.\nsandbox: workspace-write\n---\nRemove the *.tmp files.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := testutil.StartServer(t, t.TempDir(), nil, "--set", "model.provider=openai", "--set", "model.baseUrl="+srv.URL,
+		"--set", "model.model=m", "--set", "model.apiKey=k")
+	b := NewBrowser(t, 1280, 800)
+	viewport(t, b, 1280, 800)
+	login(t, b, p)
+	watchErrors(t, b)
+
+	open(t, b, "#/pet-settings?tab=skills", "[name=skill-path]")
+	b.Run(t, "inspect", chromedp.SetValue(chromedp.CSS("[name=skill-path]"), dir), click(chromedp.CSS("[data-action=inspect]")),
+		chromedp.WaitVisible(chromedp.CSS(".inspection")))
+	mustContain(t, "inspection", textOf(t, b, ".inspection"), "workspace-write", "Grant workspace-write")
+	if !Eval[bool](t, b, `document.querySelector('[data-action=register]').disabled`) {
+		t.Fatal("Register is enabled before the grant is ticked")
+	}
+	b.Run(t, "grant and register", click(chromedp.CSS("#reg-sandbox")), click(chromedp.CSS("[data-action=register]")),
+		chromedp.WaitVisible(chromedp.CSS(`[data-skill="tidy"]`)))
+	mustContain(t, "the Skill", textOf(t, b, `[data-skill="tidy"]`), "workspace-write")
+
+	var snap struct {
+		ID     string `json:"id"`
+		TaskID string `json:"taskId"`
+	}
+	adminAPI(t, p, http.MethodPost, "/v1/pet/invocations", map[string]any{"skill": "tidy",
+		"snapshot": map[string]any{"scope": "independent", "cwd": cwd, "capturedAt": time.Now().Add(-time.Second)}}, &snap)
+	if _, err := os.Stat(filepath.Join(cwd, "scratch.tmp")); !os.IsNotExist(err) {
+		t.Fatal("scratch.tmp is still there")
+	}
+	open(t, b, "#/pet?task="+snap.TaskID, ".invocation")
+	waitFor(t, b, "the tool calls", `document.querySelectorAll('.invocation .tool-call').length === 2`)
+	mustContain(t, "tool calls", textOf(t, b, ".invocation .tool-calls"), "Tool calls (2)", "#1 list", "#2 shell", `"command":"rm -v scratch.tmp"`,
+		"removed 'scratch.tmp'", "exit status 0")
+	mustContain(t, "run", textOf(t, b, ".invocation .run"), "workspace-write", "Removed scratch.tmp.")
+	shot(t, b, "task-panel-tool-calls")
 	noConsoleErrors(t, b)
 }

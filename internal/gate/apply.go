@@ -37,11 +37,13 @@ type decision struct {
 
 // applyInput is what the table needs besides the output.
 type applyInput struct {
-	Point          string
-	Target         string
-	Structured     bool // a tool result that carries a structured value
-	ConfirmReplace bool
-	GateName       string
+	Point      string
+	Target     string
+	Structured bool // a tool result that carries a structured value
+	// ReplaceStructured: the caller can replace a structured result as a whole.
+	ReplaceStructured bool
+	ConfirmReplace    bool
+	GateName          string
 }
 
 // joinAddition is the target with an addition sent along.
@@ -122,7 +124,7 @@ func apply(in applyInput, o abi.GateOutput) (d decision) {
 		asNote("Addition", o.Append)
 	case abi.PointToolAfter:
 		switch {
-		case o.Replace != "" && in.Structured:
+		case o.Replace != "" && in.Structured && !in.ReplaceStructured:
 			asNote("Replacement (not applied to a structured result)", o.Replace)
 			if o.Append != "" {
 				d.Action = ActionAppended

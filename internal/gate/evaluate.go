@@ -59,9 +59,13 @@ type EvalRequest struct {
 	// Target is the text the gate checks: the instruction, the message, the tool arguments
 	// JSON, the tool result or the final answer.
 	Target string `json:"target"`
-	// Structured is true when a tool result carries a structured value (it is never
-	// replaced).
+	// Structured is true when a tool result carries a structured value (it is not replaced,
+	// unless ReplaceStructured).
 	Structured bool `json:"structured,omitempty"`
+	// ReplaceStructured is set when the caller's path can replace a structured tool result as a
+	// whole (the model-API proxy makes the replacement in the request the model gets): a
+	// replacement then applies to it as to a text result, where otherwise it is a note.
+	ReplaceStructured bool `json:"replaceStructured,omitempty"`
 	// Rejected is true when another hook already rejected the target (the gate does not run).
 	Rejected bool `json:"rejected,omitempty"`
 	// Host is the agent host the point was reached in (claude-code, codex), when known: at most
@@ -108,6 +112,10 @@ type Result struct {
 	Skipped string `json:"skipped,omitempty"`
 	// Error is the failure the error policy was applied to.
 	Error string `json:"error,omitempty"`
+	// ShowInChat is the "Show the result in the chat" setting of the gate that ran (false when
+	// none ran). Off, no note of the run reaches the host (an adapter shows the user nothing of
+	// its notes, error or suggestion); the run's record keeps them, and Studio shows them.
+	ShowInChat bool `json:"showInChat,omitempty"`
 	// Usage is the token usage of the model and helper calls.
 	Usage abi.Usage `json:"usage"`
 }
@@ -484,7 +492,7 @@ func (s *Service) finish(ctx context.Context, st *runState) (Result, error) {
 	d, out := s.decide(st)
 	res := Result{
 		Action: d.Action, Text: d.Text, Addition: d.Addition, Reason: d.Reason, Suggestion: d.Suggestion,
-		Notes: d.Notes, ConcludedBy: st.by, Gate: st.g.Name, Usage: st.usage,
+		Notes: d.Notes, ConcludedBy: st.by, Gate: st.g.Name, Usage: st.usage, ShowInChat: st.g.Advanced.ShowInChat,
 	}
 	if st.err != nil {
 		res.Error = st.err.Error()
@@ -508,7 +516,7 @@ func (s *Service) finish(ctx context.Context, st *runState) (Result, error) {
 // decide turns a run's outcome into a decision, before the redo limit.
 func (s *Service) decide(st *runState) (decision, abi.GateOutput) {
 	in := applyInput{Point: st.req.Point, Target: st.req.Target, Structured: st.req.Structured,
-		ConfirmReplace: st.g.Advanced.ConfirmReplace, GateName: st.g.Name}
+		ReplaceStructured: st.req.ReplaceStructured, ConfirmReplace: st.g.Advanced.ConfirmReplace, GateName: st.g.Name}
 	switch {
 	case st.err != nil && !st.cancelled && st.g.Advanced.OnError == OnErrorStop:
 		o := abi.GateOutput{Verdict: VerdictStop, Reason: fmt.Sprintf("The gate %q failed: %s", st.g.Name, st.err.Error())}

@@ -148,6 +148,8 @@ func (d *fastDecoder) evalField(r *EvalRequest) func(string) bool {
 			return s.first(8) && d.bool(&r.Rejected)
 		case "host":
 			return s.first(9) && d.str(&r.Host)
+		case "replaceStructured":
+			return s.first(10) && d.bool(&r.ReplaceStructured)
 		}
 		return false
 	}
@@ -453,6 +455,9 @@ func (r Result) AppendJSON(dst []byte) []byte {
 	dst = appendOptional(dst, `,"gate":`, r.Gate)
 	dst = appendOptional(dst, `,"skipped":`, r.Skipped)
 	dst = appendOptional(dst, `,"error":`, r.Error)
+	if r.ShowInChat {
+		dst = append(dst, `,"showInChat":true`...)
+	}
 	dst = append(dst, `,"usage":{"inputTokens":`...)
 	dst = strconv.AppendInt(dst, int64(r.Usage.InputTokens), 10)
 	dst = append(dst, `,"outputTokens":`...)

@@ -49,7 +49,7 @@ func TestDecodeEvalFast(t *testing.T) {
 		{"every escape", `{"target":"a\"b\\c\/d\be\ff\ng\rh\ti\u00e9\u4e2d\u0000"}`, true},
 		{"UTF-8 as written", `{"target":"héllo 中文 🙂"}`, true},
 		{"negative and zero turns", `{"turn":-0}`, true},
-		{"booleans", `{"structured":true,"rejected":false}`, true},
+		{"booleans", `{"structured":true,"rejected":false,"replaceStructured":true}`, true},
 		{"args of every kind", `{"tool":{"args":[1,-2.5e3,"x\"y",{"a":[true,false,null]},{}, []]}}`, true},
 		{"args a string", `{"tool":{"name":"Read","args":"just text"}}`, true},
 		{"args a number", `{"tool":{"args":12.5}}`, true},
@@ -134,7 +134,7 @@ func TestResultAppendJSON(t *testing.T) {
 		{"blocked", Result{Action: ActionBlocked, Text: `{"command":"rm -rf /"}`, Reason: "Blocked: <rm> & co", Notes: []string{"a", "b\n"},
 			ConcludedBy: ByHookScript, RunID: "r-1", Gate: "risky", Usage: abi.Usage{InputTokens: 12, OutputTokens: -3}}},
 		{"every field", Result{Action: "appended", Text: "x", Addition: "add", Reason: "why", Suggestion: "s", Notes: []string{""},
-			ConcludedBy: "pixie", RunID: "r", Gate: "g", Skipped: "k", Error: "e\u2028\xff\x01\t"}},
+			ConcludedBy: "pixie", RunID: "r", Gate: "g", Skipped: "k", Error: "e\u2028\xff\x01\t", ShowInChat: true}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { resultJSONMatches(t, tc.r) })
@@ -146,7 +146,7 @@ func FuzzResultAppendJSON(f *testing.F) {
 	f.Add("", "\xff\u2028", "e", "", []byte(nil), 0, -1)
 	f.Fuzz(func(t *testing.T, action, text, errText, reason string, notes []byte, in, out int) {
 		r := Result{Action: action, Text: text, Error: errText, Reason: reason, Addition: reason, Suggestion: text, Gate: action,
-			RunID: errText, ConcludedBy: text, Skipped: reason, Usage: abi.Usage{InputTokens: in, OutputTokens: out}}
+			RunID: errText, ConcludedBy: text, Skipped: reason, Usage: abi.Usage{InputTokens: in, OutputTokens: out}, ShowInChat: in%2 == 0}
 		if notes != nil {
 			r.Notes = []string{string(notes), text}
 		}

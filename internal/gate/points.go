@@ -43,7 +43,7 @@ func PointTable() []PointInfo {
 		}},
 		{ID: abi.PointToolAfter, Label: "A tool result arrives", Apply: PointApply{
 			Stop:        "Result blocked (the reason reaches the agent)",
-			Replacement: "Result replaced (not for structured results)",
+			Replacement: "Result replaced (a structured result only through the model-API proxy)",
 			Addition:    "Sent along",
 			Note:        "Recorded",
 		}},

@@ -71,6 +71,12 @@ func TestPointTableMatchesApply(t *testing.T) {
 			if p.ID == abi.PointToolAfter && (structured.Action == ActionReplaced || !strings.Contains(p.Apply.Replacement, "structured")) {
 				t.Errorf("structured results: the table says %q, apply does %+v", p.Apply.Replacement, structured)
 			}
+			// Through the model-API proxy (the caller can replace a structured result) it applies.
+			if p.ID == abi.PointToolAfter {
+				if d := apply(applyInput{Point: p.ID, Target: "t", Structured: true, ReplaceStructured: true}, abi.GateOutput{Replace: "x"}); d.Action != ActionReplaced || d.Text != "x" || len(d.Notes) != 0 {
+					t.Errorf("a structured result the caller can replace: %+v", d)
+				}
+			}
 			// Only a point where a confirmation can hold a replacement says so.
 			confirm := apply(applyInput{Point: p.ID, Target: "t", ConfirmReplace: true}, abi.GateOutput{Replace: "x"})
 			if strings.Contains(p.Apply.Replacement, "confirmation") && confirm.Action != ActionRejected {

@@ -13,12 +13,17 @@ func TestRender(t *testing.T) {
 	zh, _ := locale.Lookup("zh")
 	h := func(s string) Hint { return Hint{Text: s} }
 	tests := []struct {
-		name  string
-		m     locale.Messages
-		hints []Hint
-		want  string
+		name   string
+		m      locale.Messages
+		header string // default m.Header
+		hints  []Hint
+		want   string
 	}{
 		{name: "none", m: en, want: ""},
+		{name: "zh-out-of-history-spec-shape", m: zh, header: zh.HeaderOutOfHistory, hints: []Hint{h("先跑测试")},
+			want: "📌 旁路提示（用户在任务执行过程中插入，不占对话历史，仅本条可见）\n" +
+				"请在本步参考下面的要求，然后继续原来的任务；不要停下来等待确认，也不要把它当作新的用户回合。\n" +
+				"1. 先跑测试"},
 		{name: "zh-spec-shape", m: zh, hints: []Hint{h("先跑测试")},
 			want: "📌 旁路提示（用户在任务执行过程中插入）\n" +
 				"请在本步参考下面的要求，然后继续原来的任务；不要停下来等待确认，也不要把它当作新的用户回合。\n" +
@@ -30,7 +35,11 @@ func TestRender(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := render(tc.m, tc.hints); got != tc.want {
+			header := tc.header
+			if header == "" {
+				header = tc.m.Header
+			}
+			if got := render(tc.m, header, tc.hints); got != tc.want {
 				t.Fatalf("got\n%s\nwant\n%s", got, tc.want)
 			}
 		})
@@ -52,7 +61,7 @@ func TestRenderDisplayTruncation(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			msg := render(en, []Hint{{Text: strings.Repeat("界", tc.n)}})
+			msg := render(en, en.Header, []Hint{{Text: strings.Repeat("界", tc.n)}})
 			line := msg[strings.LastIndex(msg, "\n")+1:]
 			body := strings.TrimPrefix(line, "1. ")
 			if e := strings.HasSuffix(body, en.Ellipsis); e != tc.ellipsis {

@@ -31,8 +31,18 @@
 //
 // A tool result is structured when tool_response is a JSON object or array (Claude Code's
 // built-in tools answer objects such as {"stdout":…,"stderr":…}); its target is then the JSON
-// text and a replacement cannot apply (the gate turns it into a note). A JSON string is plain
-// text and can be replaced through updatedToolOutput. An Agent/Task call whose tool_input has no
+// text and a hook cannot replace it (the gate turns a replacement into a note), unless the
+// host goes through Pixie's model-API proxy (Call.ViaProxy): the proxy then replaces the result
+// in the requests the model gets (internal/rewrite). A JSON string is plain text and can be
+// replaced through updatedToolOutput. Likewise a replaced prompt, which no host lets a hook
+// replace, goes to the model as context beside the original, or through the proxy in its place.
+//
+// # Through the proxy
+//
+// Hooks `pixie init` writes with the proxy say so (?proxy=1 on the http hook's URL, --proxy on
+// `pixie hook`). Their answers then carry no hints (the proxy adds them to the model request,
+// outside the chat history, from a new session's first prompt on), and the replacements above
+// are kept as rewrite rules before the answer goes out, for the proxy to make. An Agent/Task call whose tool_input has no
 // string prompt is gated as an ordinary tool-before call.
 //
 // The session's sandbox policy, which legacy scripts run under, comes from permission_mode:
@@ -60,14 +70,15 @@ import (
 	"unicode/utf8"
 
 	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/internal/hookwire"
 	"github.com/pixie-dev/pixie/runtime"
 	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 // Hosts Pixie answers.
 const (
-	HostClaudeCode = "claude-code"
-	HostCodex      = "codex"
+	HostClaudeCode = hookwire.HostClaudeCode
+	HostCodex      = hookwire.HostCodex
 )
 
 // CheckHost validates a host name from a hook call: empty (inferred from the input),
@@ -86,11 +97,11 @@ func CheckHost(h string) (string, error) {
 
 // Hook event names handled by Pixie.
 const (
-	EventUserPromptSubmit = "UserPromptSubmit"
-	EventPreToolUse       = "PreToolUse"
-	EventPostToolUse      = "PostToolUse"
-	EventStop             = "Stop"
-	EventSubagentStop     = "SubagentStop"
+	EventUserPromptSubmit = hookwire.EventUserPromptSubmit
+	EventPreToolUse       = hookwire.EventPreToolUse
+	EventPostToolUse      = hookwire.EventPostToolUse
+	EventStop             = hookwire.EventStop
+	EventSubagentStop     = hookwire.EventSubagentStop
 )
 
 // Agents of an event (the gate's root/child).
@@ -104,7 +115,7 @@ const (
 	// MaxSessionIDLen caps session_id in bytes (the gate's cap).
 	MaxSessionIDLen = 128
 	// MaxInputSize caps a hook input in bytes; tool results can be large.
-	MaxInputSize = 8 << 20
+	MaxInputSize = hookwire.MaxInputSize
 )
 
 // hookInput is the part of a Claude Code / Codex hook input that Pixie reads. Unknown fields are
@@ -285,13 +296,7 @@ func PolicyOf(permissionMode string) runtime.Policy {
 }
 
 // IsHandled reports whether Pixie gates the hook event name.
-func IsHandled(name string) bool {
-	switch name {
-	case EventUserPromptSubmit, EventPreToolUse, EventPostToolUse, EventStop, EventSubagentStop:
-		return true
-	}
-	return false
-}
+func IsHandled(name string) bool { return hookwire.IsHandled(name) }
 
 func checkSession(s string) error {
 	switch {

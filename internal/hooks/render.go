@@ -48,6 +48,14 @@ type Outcome struct {
 	Notes []string
 	// Error is a gate failure the "continue" error policy let pass; the user is told.
 	Error string
+	// Quiet is set when the gate that ran has "Show the result in the chat" off: nothing of its
+	// result is shown to the user (no systemMessage: not its notes, error or suggestion); its
+	// record keeps them. What the host must apply (a block, a reason, a replacement) still goes.
+	Quiet bool
+	// ByProxy is set when the model-API proxy makes the replacement (Text) in the requests the
+	// model gets (Config.Rewrites): a user's message, or a structured tool result, which the
+	// host itself cannot replace. The answer then carries nothing of it to the model.
+	ByProxy bool
 }
 
 // Output is a Claude Code hook output: the JSON object a command hook prints on stdout and an
@@ -117,6 +125,10 @@ func DeliversHints(ev Event, o Outcome) bool {
 //     of the result, so the replacement goes out as the reason of a block.
 //   - a stop's suggested replacement at a message point never reaches the model: it is shown to
 //     the user (systemMessage).
+//   - a replacement the model-API proxy makes (Outcome.ByProxy: a prompt, a structured tool
+//     result) is not in the answer at all; the user is told.
+//   - with Outcome.Quiet (the gate's "Show the result in the chat" off) there is no
+//     systemMessage of the gate's result.
 func Render(ev Event, o Outcome, hints string) Output {
 	if !ev.Handled {
 		return Output{}
@@ -159,9 +171,12 @@ func Render(ev Event, o Outcome, hints string) Output {
 			out.Decision, out.Reason = "block", stopReason(o, "Your message was rejected")
 			suggest()
 		case ActionReplaced:
-			// Neither host can replace a prompt: the replacement reaches the model as context
-			// that supersedes the original, and the user is told.
-			context = append(context, "Pixie rewrote the user's message. Treat the text below as the user's message in place of the original one:\n\n"+o.Text)
+			// Neither host can replace a prompt: through the proxy the model gets the
+			// replacement in place of the prompt; otherwise it reaches the model as context
+			// that supersedes the original. The user is told either way.
+			if !o.ByProxy {
+				context = append(context, "Pixie rewrote the user's message. Treat the text below as the user's message in place of the original one:\n\n"+o.Text)
+			}
 			notice = append(notice, "Your message was rewritten for the agent:\n"+o.Text)
 		case ActionAppended:
 			context = append(context, o.Addition)
@@ -197,6 +212,12 @@ func Render(ev Event, o Outcome, hints string) Output {
 				spec.UpdatedToolOutput = withheldOutput(ev.ToolResponse, "[Pixie withheld this tool result: "+capString(out.Reason)+"]")
 			}
 		case ActionReplaced:
+			if ev.Structured && o.ByProxy {
+				// The proxy puts the replacement in place of the result in the model's requests;
+				// the host still shows the original.
+				notice = append(notice, "The agent gets this in place of the tool result:\n"+o.Text)
+				break
+			}
 			if ev.Structured {
 				asNote()
 				break
@@ -233,7 +254,7 @@ func Render(ev Event, o Outcome, hints string) Output {
 			notice = append(notice, n)
 		}
 	}
-	if len(notice) > 0 {
+	if len(notice) > 0 && !o.Quiet {
 		out.SystemMessage = capString("Pixie: " + strings.Join(notice, "\n\n"))
 	}
 	if len(context) > 0 {
@@ -398,4 +419,38 @@ func withheldOutput(raw json.RawMessage, notice string) json.RawMessage {
 		return stringJSON(notice)
 	}
 	return out
+}
+
+// Describe says in a few words what the gates did at ev ("tool-before block-risky-commands:
+// blocked: Blocked: force push. …"), and whether the step was stopped (a tool call that did not
+// run, a result withheld, an agent message rejected); "" when they did nothing worth a word.
+func Describe(ev Event, o Outcome) (string, bool) {
+	what := ev.Point
+	if o.Gate != "" {
+		what += " " + o.Gate
+	}
+	with := func(s, reason string) string {
+		if reason != "" {
+			return s + ": " + reason
+		}
+		return s
+	}
+	switch o.Action {
+	case ActionBlocked, ActionRejected:
+		return with(what+": "+o.Action, o.Reason), true
+	case ActionReplaced:
+		if ev.Point == abi.PointToolAfter {
+			return what + ": result replaced", false
+		}
+		return what + ": input replaced", false
+	case ActionAppended:
+		return what + ": text added for the model", false
+	}
+	switch {
+	case o.Error != "":
+		return with(what+": gate failed, the step went on", o.Error), false
+	case len(o.Notes) > 0:
+		return with(what+": note", strings.Join(o.Notes, " / ")), false
+	}
+	return "", false
 }

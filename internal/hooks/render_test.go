@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf16"
+
+	"github.com/pixie-dev/pixie/internal/hookwire"
+	"github.com/pixie-dev/pixie/sdk/abi"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/golden")
@@ -280,6 +283,82 @@ func TestDeliversHints(t *testing.T) {
 		}
 		if got := DeliversHints(ev, Outcome{Action: tt.action}); got != tt.want {
 			t.Errorf("DeliversHints(%s, %s) = %v, want %v", tt.fixture, tt.action, got, tt.want)
+		}
+	}
+}
+
+// A gate whose "Show the result in the chat" is off (Outcome.Quiet) shows the user nothing: no
+// systemMessage with its notes, its error, its suggestion or output its point cannot apply,
+// while what the host must apply still goes out.
+func TestRenderQuiet(t *testing.T) {
+	tests := []struct {
+		name    string
+		fixture string
+		o       Outcome
+		check   func(Output) bool
+	}{
+		{"a note", "stop", Outcome{Notes: []string{"[한국어 번역]\n안녕"}}, func(o Output) bool { return o.Empty() }},
+		{"an error passed over", "pre_tool_use", Outcome{Error: "The gate timed out after 1s"}, func(o Output) bool { return o.Empty() }},
+		{"a rejection's suggestion", "user_prompt_submit", Outcome{Action: ActionRejected, Reason: "Name the directory.", Suggestion: "delete ./victim/build"},
+			func(o Output) bool {
+				return o.Decision == "block" && o.Reason == "Name the directory." && o.SystemMessage == ""
+			}},
+		{"a replacement that cannot apply", "pre_tool_use", Outcome{Action: ActionReplaced, Text: "rm -r ./victim"}, func(o Output) bool { return o.Empty() }},
+		{"a block", "pre_tool_use", Outcome{Action: ActionBlocked, Reason: "No.", Notes: []string{"denied"}},
+			func(o Output) bool { return specOf(o).PermissionDecision == "deny" && o.SystemMessage == "" }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ev, err := Map(fixture(t, tc.fixture))
+			if err != nil {
+				t.Fatal(err)
+			}
+			loud := Render(ev, tc.o, "")
+			if loud.SystemMessage == "" {
+				t.Fatalf("the control (Quiet off) shows nothing: %s", loud.Marshal())
+			}
+			tc.o.Quiet = true
+			if got := Render(ev, tc.o, ""); !tc.check(got) {
+				t.Fatalf("quiet: %s", got.Marshal())
+			}
+		})
+	}
+}
+
+func TestDescribe(t *testing.T) {
+	before := Event{Point: abi.PointToolBefore}
+	after := Event{Point: abi.PointToolAfter}
+	for _, tc := range []struct {
+		name    string
+		ev      Event
+		o       Outcome
+		want    string
+		stopped bool
+	}{
+		{"nothing", before, Outcome{Action: ActionNone}, "", false},
+		{"blocked", before, Outcome{Action: ActionBlocked, Gate: "risky", Reason: "no"}, "tool-before risky: blocked: no", true},
+		{"withheld", after, Outcome{Action: ActionBlocked, Gate: "secrets"}, "tool-after secrets: blocked", true},
+		{"input replaced", before, Outcome{Action: ActionReplaced, Gate: "g"}, "tool-before g: input replaced", false},
+		{"result replaced", after, Outcome{Action: ActionReplaced, Gate: "g"}, "tool-after g: result replaced", false},
+		{"appended", after, Outcome{Action: ActionAppended, Gate: "g"}, "tool-after g: text added for the model", false},
+		{"gate error", before, Outcome{Action: ActionNone, Gate: "g", Error: "timed out"}, "tool-before g: gate failed, the step went on: timed out", false},
+		{"notes", after, Outcome{Action: ActionNone, Notes: []string{"a", "b"}}, "tool-after: note: a / b", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, stopped := Describe(tc.ev, tc.o)
+			if got != tc.want || stopped != tc.stopped {
+				t.Fatalf("Describe = %q, %v; want %q, %v", got, stopped, tc.want, tc.stopped)
+			}
+		})
+	}
+}
+
+// The command adapter (internal/hookcmd) answers with hookwire.SystemMessage, which must be the
+// Output this package renders.
+func TestSystemMessageIsAnOutput(t *testing.T) {
+	for _, m := range []string{"Pixie could not check this step: <x> & \"y\"", "é\n\t\u2028"} {
+		if got, want := string(hookwire.SystemMessage(m)), string(Output{SystemMessage: m}.Marshal()); got != want {
+			t.Errorf("%q: %s, Output renders %s", m, got, want)
 		}
 	}
 }

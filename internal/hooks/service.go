@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"regexp"
 	"time"
 
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/gate"
 	"github.com/pixie-dev/pixie/internal/hint"
+	"github.com/pixie-dev/pixie/internal/hookwire"
 	"github.com/pixie-dev/pixie/internal/later"
+	"github.com/pixie-dev/pixie/internal/rewrite"
 	"github.com/pixie-dev/pixie/internal/store"
 	"github.com/pixie-dev/pixie/sdk/abi"
 )
@@ -31,9 +32,17 @@ type Hints interface {
 	TurnEnd(session string) error
 }
 
+// Rewrites keeps the replacements a hook cannot make, for the model-API proxy to make in the
+// session's requests; *rewrite.Rules implements it.
+type Rewrites interface {
+	ReplaceMessage(ctx context.Context, session, original, replacement string) error
+	ReplaceToolResult(ctx context.Context, session, callID, replacement string) error
+}
+
 var (
 	_ Evaluator = (*gate.Service)(nil)
 	_ Hints     = (*hint.Queue)(nil)
+	_ Rewrites  = (*rewrite.Rules)(nil)
 )
 
 // Config configures a Service. The zero value works.
@@ -57,17 +66,29 @@ type Config struct {
 	// which keeps them out of the chat history; hints.delivery): the hook answers then carry none,
 	// so no hint reaches the model twice or lands in the transcript. Nil means hooks deliver hints.
 	HintsElsewhere func(ctx context.Context, session string) bool
+	// ProxyDeliversHints is set when the model-API proxy injects hints (hints.delivery is not
+	// hooks): a call whose host goes through the proxy (Call.ViaProxy) then never carries hints,
+	// from the session's first prompt on, whatever HintsElsewhere says (the proxy has not seen a
+	// new session before its first prompt, but it will carry that prompt's model request).
+	ProxyDeliversHints bool
+	// Rewrites keeps, for a call whose host goes through the proxy (Call.ViaProxy), the
+	// replacements the host cannot make: a replaced user message (the main agent's), and a
+	// replaced structured tool result (a built-in tool's object). The proxy then makes them in
+	// the requests the model gets, and the answer carries none of them. Nil means such
+	// replacements are handled as without a proxy (additional context, a note).
+	Rewrites Rewrites
 }
 
 // Service answers hook calls: it maps the input, keeps the session's turn, evaluates the gate,
 // takes the session's pending hints where the answer can carry them, and renders the output.
 // It is safe for concurrent use.
 type Service struct {
-	st    *store.Store
-	gates Evaluator
-	hints Hints
-	cfg   Config
-	log   *slog.Logger
+	st       *store.Store
+	gates    Evaluator
+	hints    Hints
+	rewrites Rewrites
+	cfg      Config
+	log      *slog.Logger
 }
 
 // New returns a Service. It returns no error.
@@ -83,7 +104,7 @@ func New(_ context.Context, cfg Config) (*Service, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Service{st: st, gates: gates, hints: hints, cfg: cfg, log: log}, nil
+	return &Service{st: st, gates: gates, hints: hints, rewrites: cfg.Rewrites, cfg: cfg, log: log}, nil
 }
 
 // Close releases nothing; it is there so that every component closes alike.
@@ -92,15 +113,8 @@ func (s *Service) Close(context.Context) error { return nil }
 // DefaultPreset is the preset of a call that names none (hooks.defaultPreset).
 func (s *Service) DefaultPreset() string { return s.cfg.DefaultPreset }
 
-var presetRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-
 // CheckPreset validates a preset name from a hook call (empty means the default preset).
-func CheckPreset(p string) error {
-	if p != "" && !presetRE.MatchString(p) {
-		return errs.New(errs.Invalid, "preset %q is not a valid name (letters, digits, '.', '_', '-'; at most 64)", p)
-	}
-	return nil
-}
+func CheckPreset(p string) error { return hookwire.CheckPreset(p) }
 
 // Call is what a hook call says besides its input.
 type Call struct {
@@ -118,6 +132,23 @@ type Call struct {
 	// After, when set, holds the work the gate's evaluation sets off until the caller's answer
 	// is sent (gate.EvalRequest.After, internal/later); nil starts it at once.
 	After *later.Queue
+	// ViaProxy says the host's model requests go through Pixie's model-API proxy (the hooks
+	// `pixie init` writes with the proxy say so: ?proxy=1, `pixie hook … --proxy`). Hints are
+	// then left to the proxy (Config.ProxyDeliversHints), and the replacements a hook cannot
+	// make (a user's message, a built-in tool's structured result) are left for the proxy to
+	// make in the request the model gets (Config.Rewrites).
+	ViaProxy bool
+	// NoHints serves the call without the hint queue: no hint is taken and no turn is marked.
+	// Pet's external executors (a CLI running a Skill) set it: a person's hints are for their
+	// own sessions, never for a Pet run, and a global hint must not end up there.
+	NoHints bool
+	// Session, when set, is asked first whether the call's session may be served (a Pet run's
+	// hook credential serves the one session its CLI runs); its error refuses the call.
+	Session func(id string) error
+	// Observe, when set, is told what the gates did to a tool call (by the host's tool_use_id,
+	// in Describe's words) when they did something; stopped means the call did not run or its
+	// result was withheld. Pet keeps it in the Run record of the CLI that made the call.
+	Observe func(toolUseID, gate string, stopped bool)
 }
 
 // Handle answers one hook call: input is the hook input JSON. It calls deliver with the output,
@@ -142,8 +173,17 @@ func (s *Service) Handle(ctx context.Context, call Call, input []byte, deliver f
 	if host != "" {
 		ev.Host = host
 	}
+	if call.Session != nil {
+		if err := call.Session(ev.SessionID); err != nil {
+			return err
+		}
+	}
 	if !ev.Handled {
 		return deliver(Output{})
+	}
+	hints := s.hints
+	if call.NoHints {
+		hints = nil
 	}
 	if preset == "" {
 		preset = s.cfg.DefaultPreset
@@ -152,28 +192,40 @@ func (s *Service) Handle(ctx context.Context, call Call, input []byte, deliver f
 	if err != nil {
 		return err
 	}
-	if ev.Name == EventUserPromptSubmit && ev.Agent == AgentRoot && s.hints != nil {
-		if err := s.hints.TurnStart(ev.SessionID); err != nil {
+	if ev.Name == EventUserPromptSubmit && ev.Agent == AgentRoot && hints != nil {
+		if err := hints.TurnStart(ev.SessionID); err != nil {
 			return err
 		}
 	}
-	o, err := s.evaluate(ctx, ev, preset, turn, call.After)
+	// Through the proxy a structured tool result can be replaced as a whole (by call id).
+	proxied := call.ViaProxy && s.rewrites != nil
+	replaceStructured := proxied && ev.Point == abi.PointToolAfter && ev.Structured && validRef(ev.ToolUseID)
+	o, err := s.evaluate(ctx, ev, preset, turn, call.After, replaceStructured)
 	if err != nil {
 		return err
 	}
-	if s.hints != nil && ev.Agent == AgentRoot &&
+	if proxied && o.Action == ActionReplaced {
+		o.ByProxy = s.leaveToProxy(ctx, ev, o, replaceStructured)
+	}
+	if hints != nil && ev.Agent == AgentRoot &&
 		((ev.Name == EventStop && o.Action != ActionSteered) || (ev.Name == EventUserPromptSubmit && o.Action == ActionRejected)) {
-		if err := s.hints.TurnEnd(ev.SessionID); err != nil {
+		if err := hints.TurnEnd(ev.SessionID); err != nil {
 			return err
 		}
 	}
 	var take hint.Take
-	if s.hints != nil && DeliversHints(ev, o) && (s.cfg.HintsElsewhere == nil || !s.cfg.HintsElsewhere(ctx, ev.SessionID)) {
-		take, err = s.hints.Take(ctx, ev.SessionID)
+	if hints != nil && DeliversHints(ev, o) && !(call.ViaProxy && s.cfg.ProxyDeliversHints) &&
+		(s.cfg.HintsElsewhere == nil || !s.cfg.HintsElsewhere(ctx, ev.SessionID)) {
+		take, err = hints.Take(ctx, ev.SessionID)
 		if err != nil {
 			// The step goes on without hints; they stay pending for the next one.
 			s.log.Warn("hooks: taking hints failed", "session", ev.SessionID, "err", err)
 			take = hint.Take{}
+		}
+	}
+	if call.Observe != nil && ev.ToolUseID != "" {
+		if d, stopped := Describe(ev, o); d != "" {
+			call.Observe(ev.ToolUseID, d, stopped)
 		}
 	}
 	out := Render(ev, o, take.Message)
@@ -198,6 +250,28 @@ func (s *Service) Handle(ctx context.Context, call Call, input []byte, deliver f
 	return derr
 }
 
+// leaveToProxy keeps a replacement the host cannot make for the proxy, and reports whether it
+// did: a main agent's replaced prompt, or a replaced structured tool result. It is written
+// before the answer goes out, so the proxy has it for the model request that follows. When it
+// cannot be kept, the answer handles the replacement as without a proxy.
+func (s *Service) leaveToProxy(ctx context.Context, ev Event, o Outcome, structuredResult bool) bool {
+	var err error
+	switch {
+	case ev.Point == abi.PointUserMessage && ev.Agent == AgentRoot:
+		err = s.rewrites.ReplaceMessage(ctx, ev.SessionID, ev.Target, o.Text)
+	case ev.Point == abi.PointToolAfter && structuredResult:
+		err = s.rewrites.ReplaceToolResult(ctx, ev.SessionID, ev.ToolUseID, o.Text)
+	default:
+		return false
+	}
+	if err != nil {
+		s.log.Warn("hooks: a replacement could not be left to the model-API proxy; the answer carries it as without the proxy",
+			"session", ev.SessionID, "point", ev.Point, "err", err)
+		return false
+	}
+	return true
+}
+
 // finishTake confirms or rolls back a take; it runs even when ctx ended (the answer is out).
 func (s *Service) finishTake(ctx context.Context, id string, delivered bool) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -214,7 +288,7 @@ func (s *Service) finishTake(ctx context.Context, id string, delivered bool) {
 }
 
 // evaluate runs the gate for ev and converts its result.
-func (s *Service) evaluate(ctx context.Context, ev Event, preset string, turn int, after *later.Queue) (Outcome, error) {
+func (s *Service) evaluate(ctx context.Context, ev Event, preset string, turn int, after *later.Queue, replaceStructured bool) (Outcome, error) {
 	if s.gates == nil {
 		return Outcome{Action: ActionNone}, nil
 	}
@@ -227,6 +301,8 @@ func (s *Service) evaluate(ctx context.Context, ev Event, preset string, turn in
 		Structured: ev.Structured,
 		Host:       ev.Host,
 		After:      after,
+
+		ReplaceStructured: replaceStructured,
 	}
 	if ev.ToolName != "" {
 		req.Tool = &gate.Tool{Name: ev.ToolName, Args: ev.ToolInput}
@@ -253,7 +329,8 @@ func (s *Service) evaluate(ctx context.Context, ev Event, preset string, turn in
 			"Create it (pixie gate apply -f gates.yaml), or point the hooks at an existing preset (pixie init … --preset P); pixie doctor checks the whole set-up.", preset)}}, nil
 	}
 	return Outcome{Action: res.Action, Gate: res.Gate, Text: res.Text, Addition: res.Addition,
-		Reason: res.Reason, Suggestion: res.Suggestion, Notes: res.Notes, Error: res.Error}, nil
+		Reason: res.Reason, Suggestion: res.Suggestion, Notes: res.Notes, Error: res.Error,
+		Quiet: res.ConcludedBy != "" && !res.ShowInChat}, nil
 }
 
 func pointNoun(p string) string {

@@ -14,6 +14,7 @@ import (
 	"github.com/pixie-dev/pixie/internal/gate"
 	"github.com/pixie-dev/pixie/internal/hint"
 	"github.com/pixie-dev/pixie/internal/later"
+	"github.com/pixie-dev/pixie/internal/rewrite"
 	"github.com/pixie-dev/pixie/internal/store"
 	"github.com/pixie-dev/pixie/sdk/abi"
 )
@@ -539,6 +540,159 @@ func TestServiceHintsElsewhere(t *testing.T) {
 	}
 }
 
+// A call whose host goes through the proxy (Call.ViaProxy, ?proxy=1) carries no hints at all,
+// from a brand-new session's first prompt on (the proxy has never seen that session; its first
+// model request will carry the hint), when the proxy delivers hints; with hints.delivery hooks
+// (ProxyDeliversHints false) the hooks still deliver them.
+func TestServiceViaProxyLeavesHintsToTheProxy(t *testing.T) {
+	s := newStack(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name          string
+		proxyDelivers bool
+		want          bool // the hook answer carries the hint
+	}{
+		{name: "the proxy delivers", proxyDelivers: true, want: false},
+		{name: "hints.delivery hooks", proxyDelivers: false, want: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			svc, err := New(ctx, Config{Store: s.st, Gates: s.gates, Hints: s.hints, DefaultPreset: "p", ProxyDeliversHints: tc.proxyDelivers,
+				HintsElsewhere: func(context.Context, string) bool { return false }}) // a session the proxy never carried
+			if err != nil {
+				t.Fatal(err)
+			}
+			session := "new-" + strings.ReplaceAll(tc.name, " ", "-")
+			if _, err := s.hints.Put(ctx, session, "HINT-"+session); err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range []string{"user_prompt_submit", "post_tool_use"} {
+				var out Output
+				if err := svc.Handle(ctx, Call{Preset: "p", ViaProxy: true}, input(t, f, map[string]any{"session_id": session}), func(o Output) error { out = o; return nil }); err != nil {
+					t.Fatal(err)
+				}
+				got := strings.Contains(string(out.Marshal()), "HINT-"+session)
+				if f == "user_prompt_submit" && got != tc.want {
+					t.Fatalf("%s: the answer carries the hint: %v, want %v: %s", f, got, tc.want, out.Marshal())
+				}
+				if f == "post_tool_use" && got {
+					t.Fatalf("%s: the hint was delivered twice", f)
+				}
+			}
+			take, err := s.hints.TakeAndConfirm(ctx, session)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (len(take.Hints) == 1) == tc.want {
+				t.Fatalf("left pending: %d hints (want the hint pending only when the proxy delivers)", len(take.Hints))
+			}
+		})
+	}
+}
+
+// A gate with "Show the result in the chat" off sends the host none of its notes (no
+// systemMessage), at any point, while its record keeps them; the same output from a gate with
+// the setting on is shown.
+func TestServiceShowInChatOff(t *testing.T) {
+	s := newStack(t)
+	ctx := context.Background()
+	s.model.answer(abi.GateOutput{Note: "[한국어 번역 — 미확인]\nNOTE-QUIET", Reason: "REASON-QUIET"})
+	for _, f := range []string{"user_prompt_submit", "post_tool_use"} {
+		session := "quiet-" + f
+		out := s.handle(t, "quiet", input(t, f, map[string]any{"session_id": session}))
+		if raw := string(out.Marshal()); strings.Contains(raw, "NOTE-QUIET") || strings.Contains(raw, "REASON-QUIET") || out.SystemMessage != "" {
+			t.Fatalf("%s: a note reached the host: %s", f, raw)
+		}
+		page, err := s.gates.Records(ctx, session, "", 0)
+		if err != nil || len(page.Records) != 1 {
+			t.Fatalf("%s: records %+v %v", f, page, err)
+		}
+		rec, err := s.gates.Record(ctx, page.Records[0].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.ShowInChat || !strings.Contains(strings.Join(rec.Notes, "\n"), "NOTE-QUIET") {
+			t.Fatalf("%s: the record lost its notes: %+v", f, rec)
+		}
+		// The control: the same answer from a gate that shows its result.
+		if loud := s.handle(t, "p", input(t, f, map[string]any{"session_id": "loud-" + f})); !strings.Contains(loud.SystemMessage, "NOTE-QUIET") {
+			t.Fatalf("%s: the shown gate's note is missing: %s", f, loud.Marshal())
+		}
+	}
+}
+
+// Through the proxy (Call.ViaProxy) the replacements a hook cannot make are left to the proxy:
+// a replaced prompt becomes a message rule (and no additionalContext tells the model to treat
+// it as the user's message), a replaced structured tool result a tool-result rule for its call
+// (the gate applies it instead of making it a note; the answer carries no updatedToolOutput).
+// Without the proxy the answers are as before.
+func TestServiceLeavesReplacementsToTheProxy(t *testing.T) {
+	s := newStack(t)
+	ctx := context.Background()
+	rw, err := rewrite.New(ctx, rewrite.Config{Store: s.st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := New(ctx, Config{Store: s.st, Gates: s.gates, Hints: s.hints, DefaultPreset: "p", Rewrites: rw, ProxyDeliversHints: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handle := func(viaProxy bool, fixture, session string) Output {
+		t.Helper()
+		var out Output
+		if err := svc.Handle(ctx, Call{Preset: "p", ViaProxy: viaProxy}, input(t, fixture, map[string]any{"session_id": session}), func(o Output) error { out = o; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	lastRecord := func(session string) gate.Record {
+		t.Helper()
+		page, err := s.gates.Records(ctx, session, "", 1)
+		if err != nil || len(page.Records) != 1 {
+			t.Fatalf("records: %+v %v", page, err)
+		}
+		rec, err := s.gates.Record(ctx, page.Records[0].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	ev, _ := Map(input(t, "user_prompt_submit", nil))
+
+	s.model.answer(abi.GateOutput{Replace: "NEW-PROMPT: move ./victim to ./trash"})
+	out := handle(true, "user_prompt_submit", "rw-prompt")
+	if specOf(out).AdditionalContext != "" || !strings.Contains(out.SystemMessage, "Your message was rewritten for the agent:\nNEW-PROMPT") {
+		t.Fatalf("through the proxy: %s", out.Marshal())
+	}
+	rs, err := rw.For(ctx, "rw-prompt")
+	if err != nil || len(rs) != 1 || rs[0].Kind != rewrite.KindMessage || !rs[0].Matches(ev.Target) || rs[0].Text != "NEW-PROMPT: move ./victim to ./trash" {
+		t.Fatalf("rules: %+v %v", rs, err)
+	}
+	if out := handle(false, "user_prompt_submit", "rw-prompt-hooks"); !strings.Contains(specOf(out).AdditionalContext, "Treat the text below as the user's message") {
+		t.Fatalf("without the proxy: %s", out.Marshal())
+	}
+	if rs, _ := rw.For(ctx, "rw-prompt-hooks"); len(rs) != 0 {
+		t.Fatalf("a rule without the proxy: %+v", rs)
+	}
+
+	s.model.answer(abi.GateOutput{Replace: "TA-DIGEST: two files"})
+	out = handle(true, "post_tool_use", "rw-tool")
+	if h := specOf(out); len(h.UpdatedToolOutput) != 0 || out.Decision != "" || !strings.Contains(out.SystemMessage, "The agent gets this in place of the tool result:\nTA-DIGEST") {
+		t.Fatalf("through the proxy: %s", out.Marshal())
+	}
+	if rec := lastRecord("rw-tool"); rec.Action != gate.ActionReplaced || rec.Final != "TA-DIGEST: two files" || !rec.Structured {
+		t.Fatalf("record: %+v", rec)
+	}
+	rs, err = rw.For(ctx, "rw-tool")
+	if err != nil || len(rs) != 1 || rs[0].Kind != rewrite.KindToolResult || rs[0].CallID != "toolu_02" || rs[0].Text != "TA-DIGEST: two files" {
+		t.Fatalf("rules: %+v %v", rs, err)
+	}
+	out = handle(false, "post_tool_use", "rw-tool-hooks")
+	if rec := lastRecord("rw-tool-hooks"); rec.Action != gate.ActionNone || !strings.Contains(strings.Join(rec.Notes, "\n"), "TA-DIGEST") ||
+		!strings.Contains(out.SystemMessage, "TA-DIGEST") {
+		t.Fatalf("without the proxy the replacement is a note: %+v %s", rec, out.Marshal())
+	}
+}
+
 // TestServiceAfterTheAnswer: a hook call's After holds the work its gate evaluation sets off
 // until the answer is sent: the run record is not in the store while After holds (the record
 // writer would have written it within milliseconds), and it is once After is released.
@@ -579,5 +733,69 @@ func TestServiceAfterTheAnswer(t *testing.T) {
 	}
 	if n := records(); n != before+1 {
 		t.Fatalf("%d run records written after the answer, want 1", n-before)
+	}
+}
+
+// TestServiceForPetRuns: a call marked NoHints (a Pet run's CLI) takes no hint, not even a
+// global one, and marks no turn; Session refuses a call before anything runs; Observe hears
+// what the gates did to a tool call, by its tool_use_id.
+func TestServiceForPetRuns(t *testing.T) {
+	s := newStack(t)
+	ctx := context.Background()
+	if _, err := s.hints.Put(ctx, "", "a line for the person's own session"); err != nil {
+		t.Fatal(err)
+	}
+	sess := map[string]any{"session_id": "pet-run"}
+	type seen struct {
+		id, gate string
+		stopped  bool
+	}
+	var heard []seen
+	call := Call{Preset: "p", NoHints: true, Session: func(id string) error {
+		if id != "pet-run" {
+			return errs.New(errs.Forbidden, "another session")
+		}
+		return nil
+	}, Observe: func(id, gate string, stopped bool) { heard = append(heard, seen{id, gate, stopped}) }}
+	handle := func(c Call, in []byte) (Output, error) {
+		var out Output
+		err := s.svc.Handle(ctx, c, in, func(o Output) error { out = o; return nil })
+		return out, err
+	}
+	s.model.answer(abi.GateOutput{})
+	for _, f := range []string{"user_prompt_submit", "post_tool_use"} {
+		out, err := handle(call, input(t, f, sess))
+		if err != nil || strings.Contains(string(out.Marshal()), "person's own session") {
+			t.Fatalf("%s: %v %s", f, err, out.Marshal())
+		}
+	}
+	if s.hints.Running("pet-run") {
+		t.Fatal("a Pet run's prompt started a turn")
+	}
+	risky := map[string]any{"session_id": "pet-run", "tool_name": "Bash", "tool_input": map[string]any{"command": "git push --force origin main"}}
+	out, err := handle(call, input(t, "pre_tool_use", risky))
+	if err != nil || specOf(out).PermissionDecision != "deny" {
+		t.Fatalf("pre_tool_use: %v %s", err, out.Marshal())
+	}
+	if len(heard) != 1 || heard[0].id != "toolu_01" || !heard[0].stopped || heard[0].gate != "tool-before block-risky-commands: blocked: Blocked: force push. Push without --force, or ask the user first." {
+		t.Fatalf("observed %+v", heard)
+	}
+	if _, err := handle(call, input(t, "pre_tool_use", map[string]any{"session_id": "someone-else"})); !errs.Is(err, errs.Forbidden) {
+		t.Fatalf("another session: %v", err)
+	}
+	if len(heard) != 1 {
+		t.Fatalf("a refused call ran the gates: %+v", heard)
+	}
+	snap, err := s.hints.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Pending) != 1 {
+		t.Fatalf("the global hint was taken: %+v", snap)
+	}
+	// The same steps without NoHints deliver it: the test above means something.
+	s.model.answer(abi.GateOutput{})
+	if out := s.handle(t, "p", input(t, "user_prompt_submit", sess)); !strings.Contains(specOf(out).AdditionalContext, "person's own session") {
+		t.Fatalf("control: %s", out.Marshal())
 	}
 }

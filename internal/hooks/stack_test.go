@@ -91,6 +91,14 @@ var testGates = []gate.Gate{
 		Advanced: gate.Options{ShowInChat: true, OnError: gate.OnErrorContinue, Targets: gate.TargetsAll, TimeoutSeconds: 30, RedoLimit: 1}},
 }
 
+// quietGates are the preset "quiet": gates with "Show the result in the chat" off.
+var quietGates = []gate.Gate{
+	{Name: "msg-quiet", Enabled: true, Point: abi.PointUserMessage, Task: "Check the instruction.",
+		Advanced: gate.Options{ShowInChat: false, OnError: gate.OnErrorContinue, TimeoutSeconds: 30}},
+	{Name: "result-quiet", Enabled: true, Point: abi.PointToolAfter, Task: "Check the tool result.",
+		Advanced: gate.Options{ShowInChat: false, OnError: gate.OnErrorContinue, TimeoutSeconds: 30}},
+}
+
 var (
 	sharedOnce    sync.Once
 	sharedStack   *stack
@@ -189,9 +197,12 @@ func buildStack(wasmPath string) (*stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	set := gate.Set{Gates: testGates, Presets: []gate.Preset{{Name: "p"}}}
+	set := gate.Set{Gates: append(append([]gate.Gate{}, testGates...), quietGates...), Presets: []gate.Preset{{Name: "p"}, {Name: "quiet"}}}
 	for _, g := range testGates {
 		set.Presets[0].Gates = append(set.Presets[0].Gates, gate.Attachment{Gate: g.Name, Enabled: true})
+	}
+	for _, g := range quietGates {
+		set.Presets[1].Gates = append(set.Presets[1].Gates, gate.Attachment{Gate: g.Name, Enabled: true})
 	}
 	if _, err := gs.Save(ctx, set); err != nil {
 		return nil, err

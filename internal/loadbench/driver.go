@@ -46,6 +46,9 @@ type Row struct {
 type Versus struct {
 	Row    string
 	Metric Metric
+	// Minus compares by difference, this row's figure minus the other's (the Diff metric, in
+	// the Metric's unit), rather than by ratio.
+	Minus bool
 }
 
 // Metric is a figure of a row's result.
@@ -57,6 +60,7 @@ const (
 	P50                     // median latency, in ms
 	P99                     // 99th percentile latency, in ms
 	Ratio                   // the row's Versus ratio
+	Diff                    // the row's Versus difference (Versus.Minus): its figure minus the other row's
 )
 
 func (m Metric) String() string {
@@ -67,6 +71,8 @@ func (m Metric) String() string {
 		return "p50"
 	case P99:
 		return "p99"
+	case Diff:
+		return "difference"
 	}
 	return "ratio"
 }
@@ -90,6 +96,8 @@ func (g Goal) String() string {
 		return fmt.Sprintf("%s %s %s ms", g.Metric, cmp, trim(v))
 	case Ratio:
 		return fmt.Sprintf("%s %s×", cmp, trim(v))
+	case Diff:
+		return fmt.Sprintf("difference %s %s", cmp, trim(v))
 	}
 	return fmt.Sprintf("%s %s %s", g.Metric, cmp, trim(v))
 }

@@ -18,7 +18,7 @@ import (
 // own Prepare for another server or route).
 func Rows() []Row {
 	vsOPA := &Versus{Row: "opa", Metric: ReqPerSec}
-	return []Row{
+	return append([]Row{
 		GateRow(GateSpec{Name: "wasm", What: "POST /v1/gates/evaluate, tool-before gate, block-risky-commands (Go guest) stops `rm -rf /` without the model",
 			Module: "block-risky-commands", Check: true, Versus: vsOPA,
 			Goals: []Goal{{Metric: Ratio, Min: 0.5}, {Conns: 1, Metric: P50, Max: 0.5}, {Conns: 8, Metric: P99, Max: 10}}}),
@@ -26,14 +26,19 @@ func Rows() []Row {
 		GateRow(GateSpec{Name: "wasm-as", What: "the same gate with the AssemblyScript twin (block-risky-commands-as) as its rule",
 			Module: "block-risky-commands-as", Check: true, Versus: vsOPA, Duration: 5 * time.Second}),
 		GateRow(GateSpec{Name: "bash", What: "the same gate with the bash twin (block-risky-commands.sh) as its rule",
-			Script: "guests/block-risky-commands/block-risky-commands.sh", Check: true, Versus: vsOPA}),
+			Script: "guests/block-risky-commands/block-risky-commands.sh", Check: true, Versus: vsOPA,
+			Goals: []Goal{{Conns: 1, Metric: P50, Max: 8}, {Conns: 1, Metric: ReqPerSec, Min: 120}, {Conns: 8, Metric: ReqPerSec, Min: 200}}}),
+		GateRow(GateSpec{Name: "bash-floor", What: "the same gate with a bash rule that starts no program and concludes at once (the executor's floor)",
+			Script: "internal/loadbench/testdata/floor.sh", Duration: 5 * time.Second}),
+		GateRow(GateSpec{Name: "bash-jq", What: "the same gate with a legacy bash rule that reads the arguments with one jq",
+			Script: "internal/loadbench/testdata/jq-rule.sh", Duration: 5 * time.Second}),
 		HealthzRow(),
 		GateRow(GateSpec{Name: "wasm-idle", What: "the WASM gate, one request every 30 ms (the idle case: each meets a server whose threads are asleep)",
 			Module: "block-risky-commands", Conns: []int{1}, Pause: 30 * time.Millisecond, Duration: 6 * time.Second,
 			Goals: []Goal{{Metric: P50, Max: 1}}}),
 		StormRow(false),
 		StormRow(true),
-	}
+	}, HookRows()...)
 }
 
 // BenchArgs are the tool arguments every block-risky row sends (the guest stops them).

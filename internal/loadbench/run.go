@@ -167,8 +167,8 @@ func (rep *Report) find(name string, conns int) *Result {
 	return nil
 }
 
-// Metric returns a result's figure: req/s, p50 or p99 in ms, or its Versus ratio; ok is false
-// when it has none (skipped, no peer).
+// Metric returns a result's figure: req/s, p50 or p99 in ms, or its Versus ratio (or
+// difference, with Versus.Minus); ok is false when it has none (skipped, no peer).
 func (rep *Report) Metric(r *Result, m Metric) (float64, bool) {
 	if r.M == nil {
 		return 0, false
@@ -181,7 +181,7 @@ func (rep *Report) Metric(r *Result, m Metric) (float64, bool) {
 	case P99:
 		return msf(r.M.Hist.Quantile(0.99)), true
 	}
-	if r.Row.Versus == nil {
+	if r.Row.Versus == nil || r.Row.Versus.Minus != (m == Diff) {
 		return 0, false
 	}
 	peer := rep.find(r.Row.Versus.Row, r.Conns)
@@ -190,10 +190,27 @@ func (rep *Report) Metric(r *Result, m Metric) (float64, bool) {
 	}
 	a, ok1 := rep.Metric(r, r.Row.Versus.Metric)
 	b, ok2 := rep.Metric(peer, r.Row.Versus.Metric)
-	if !ok1 || !ok2 || b == 0 {
+	if !ok1 || !ok2 || (b == 0 && m == Ratio) {
 		return 0, false
 	}
+	if m == Diff {
+		return a - b, true
+	}
 	return a / b, true
+}
+
+// diffAt is a result's difference to its Versus row by metric m rather than the Versus one.
+func (rep *Report) diffAt(r *Result, m Metric) (float64, bool) {
+	if r.M == nil || r.Row.Versus == nil {
+		return 0, false
+	}
+	peer := rep.find(r.Row.Versus.Row, r.Conns)
+	if peer == nil || peer.M == nil {
+		return 0, false
+	}
+	a, _ := rep.Metric(r, m)
+	b, _ := rep.Metric(peer, m)
+	return a - b, true
 }
 
 // Print writes the table: one line per row and connection count, then the comparisons, the
@@ -213,6 +230,11 @@ func (rep *Report) Print(w io.Writer) {
 		vs := "-"
 		if v, ok := rep.Metric(r, Ratio); ok {
 			vs = fmt.Sprintf("%.3g× %s %s", v, r.Row.Versus.Row, r.Row.Versus.Metric)
+		} else if v, ok := rep.Metric(r, Diff); ok {
+			vs = fmt.Sprintf("%+.3g %s %s", v, r.Row.Versus.Row, r.Row.Versus.Metric)
+			if v99, ok := rep.diffAt(r, P99); ok && r.Row.Versus.Metric == P50 {
+				vs += fmt.Sprintf(", %+.3g p99", v99)
+			}
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%d\t%d\t%.0f\t%s\t%s\t%s\t%s\t\n", r.Row.Name, r.Conns, r.M.Elapsed.Seconds(), r.M.Ops, r.M.Errors,
 			r.M.ReqPerSec(), ms(r.M.Hist.Quantile(0.5)), ms(r.M.Hist.Quantile(0.99)), ms(r.M.Hist.Max()), vs)
@@ -234,6 +256,9 @@ func (rep *Report) Print(w io.Writer) {
 					label = fmt.Sprintf("%s %s ≤ %s× %s", r.Row.Versus.Metric, r.Row.Name, trim(g.Max), r.Row.Versus.Row)
 				}
 			}
+			if g.Metric == Diff && r.Row.Versus != nil {
+				label = fmt.Sprintf("%s %s − %s ≤ %s ms", r.Row.Versus.Metric, r.Row.Name, r.Row.Versus.Row, trim(g.Max))
+			}
 			v, ok := rep.Metric(r, g.Metric)
 			verdict, fig := "no figure", "-"
 			if ok {
@@ -244,7 +269,7 @@ func (rep *Report) Print(w io.Writer) {
 				fig = fmt.Sprintf("%.3g", v)
 				if g.Metric == Ratio {
 					fig += "×"
-				} else if g.Metric == P50 || g.Metric == P99 {
+				} else if g.Metric == P50 || g.Metric == P99 || g.Metric == Diff {
 					fig += " ms"
 				}
 			}

@@ -2,6 +2,7 @@ package model
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -50,12 +51,33 @@ func (m *anthropicModel) Complete(ctx context.Context, req Request) (Response, e
 		params.System = []anthropic.TextBlockParam{{Text: req.System}}
 	}
 	for _, msg := range req.Messages {
-		block := anthropic.NewTextBlock(msg.Content)
+		blocks := anthropicBlocks(msg)
 		if msg.Role == RoleAssistant {
-			params.Messages = append(params.Messages, anthropic.NewAssistantMessage(block))
+			params.Messages = append(params.Messages, anthropic.NewAssistantMessage(blocks...))
 		} else {
-			params.Messages = append(params.Messages, anthropic.NewUserMessage(block))
+			params.Messages = append(params.Messages, anthropic.NewUserMessage(blocks...))
 		}
+	}
+	for _, t := range req.Tools {
+		schema, _ := schemaObject(t.Schema) // validated
+		in := anthropic.ToolInputSchemaParam{Properties: schema["properties"], ExtraFields: map[string]any{}}
+		if req, ok := schema["required"].([]any); ok {
+			for _, r := range req {
+				if s, ok := r.(string); ok {
+					in.Required = append(in.Required, s)
+				}
+			}
+		}
+		for k, v := range schema {
+			if k != "type" && k != "properties" && k != "required" {
+				in.ExtraFields[k] = v
+			}
+		}
+		tool := anthropic.ToolParam{Name: t.Name, InputSchema: in}
+		if t.Description != "" {
+			tool.Description = anthropic.String(t.Description)
+		}
+		params.Tools = append(params.Tools, anthropic.ToolUnionParam{OfTool: &tool})
 	}
 	if req.Temperature != nil {
 		params.Temperature = anthropic.Float(*req.Temperature)
@@ -72,20 +94,76 @@ func (m *anthropicModel) Complete(ctx context.Context, req Request) (Response, e
 		return Response{}, transportFailure(callCtx, ctx, ProviderAnthropic, m.cfg.Timeout, m.cfg.APIKey, err)
 	}
 	var text strings.Builder
+	var calls []ToolCall
 	for _, block := range resp.Content {
-		if block.Type == "text" {
+		switch block.Type {
+		case "text":
 			text.WriteString(block.Text)
+		case "tool_use":
+			calls = append(calls, ToolCall{ID: block.ID, Name: block.Name, Input: append(json.RawMessage(nil), block.Input...)})
 		}
 	}
-	if text.Len() == 0 {
+	if len(calls) > 0 {
+		if calls, err = checkCalls(ProviderAnthropic, m.cfg.APIKey, calls, req.Tools); err != nil {
+			return Response{}, err
+		}
+	}
+	if text.Len() == 0 && len(calls) == 0 {
 		return Response{}, fail(ErrBadResponse, 0, m.cfg.APIKey,
 			"model returned no text (anthropic, stop reason "+string(resp.StopReason)+")", "no text block")
 	}
 	return Response{
-		Text:  text.String(),
-		Usage: Usage{InputTokens: int(resp.Usage.InputTokens), OutputTokens: int(resp.Usage.OutputTokens)},
-		Model: string(resp.Model),
+		Text:      text.String(),
+		Usage:     Usage{InputTokens: int(resp.Usage.InputTokens), OutputTokens: int(resp.Usage.OutputTokens)},
+		Model:     string(resp.Model),
+		ToolCalls: calls,
+		Stop:      anthropicStop(resp.StopReason, len(calls) > 0),
 	}, nil
+}
+
+// anthropicBlocks maps a message's parts to content blocks. In a user message the tool results
+// come first, as the API requires, then the text and images in order; empty text parts are
+// left out (the API refuses empty text blocks) unless nothing else is there.
+func anthropicBlocks(msg Message) []anthropic.ContentBlockParamUnion {
+	var results, rest []anthropic.ContentBlockParamUnion
+	for _, p := range msg.parts() {
+		switch p.Type {
+		case PartText:
+			if p.Text != "" {
+				rest = append(rest, anthropic.NewTextBlock(p.Text))
+			}
+		case PartImage:
+			rest = append(rest, anthropic.NewImageBlockBase64(p.Image.MediaType, base64.StdEncoding.EncodeToString(p.Image.Data)))
+		case PartToolCall:
+			rest = append(rest, anthropic.NewToolUseBlock(p.ToolCall.ID, p.ToolCall.Input, p.ToolCall.Name))
+		case PartToolResult:
+			if p.ToolResult.Text == "" {
+				// No empty text block: a result without content.
+				results = append(results, anthropic.ContentBlockParamUnion{OfToolResult: &anthropic.ToolResultBlockParam{
+					ToolUseID: p.ToolResult.CallID, IsError: anthropic.Bool(p.ToolResult.IsError)}})
+				continue
+			}
+			results = append(results, anthropic.NewToolResultBlock(p.ToolResult.CallID, p.ToolResult.Text, p.ToolResult.IsError))
+		}
+	}
+	out := append(results, rest...)
+	if len(out) == 0 {
+		out = append(out, anthropic.NewTextBlock(""))
+	}
+	return out
+}
+
+// anthropicStop maps a stop reason.
+func anthropicStop(r anthropic.StopReason, calls bool) StopReason {
+	switch {
+	case r == anthropic.StopReasonToolUse || (calls && r != anthropic.StopReasonMaxTokens):
+		return StopToolUse
+	case r == anthropic.StopReasonEndTurn:
+		return StopEndTurn
+	case r == anthropic.StopReasonMaxTokens:
+		return StopMaxTokens
+	}
+	return StopOther
 }
 
 // anthropicMessage extracts error.message from an Anthropic error body

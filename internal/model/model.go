@@ -3,6 +3,10 @@
 // github.com/openai/openai-go/v3, Anthropic Messages through github.com/anthropics/anthropic-sdk-go).
 // No third-party type crosses this package's API.
 //
+// A completion may offer tools (Request.Tools) and carry content parts (Part: images, an
+// assistant's tool calls, tool results); the Response then returns the tool calls the model
+// made and why it stopped. internal/agent runs the tool loop on top of this.
+//
 // Having no model configured is a normal state: New returns a Model whose calls fail with
 // ErrNoModel and a message saying how to configure one.
 package model
@@ -22,10 +26,12 @@ const (
 	RoleAssistant Role = "assistant"
 )
 
-// Message is one chat message.
+// Message is one chat message: its text, and content parts (images, tool calls, tool results;
+// see Part) that follow the text. A text-only message sets Content alone.
 type Message struct {
 	Role    Role   `json:"role"`
 	Content string `json:"content"`
+	Parts   []Part `json:"parts,omitempty"`
 }
 
 // Request is one completion request.
@@ -39,6 +45,8 @@ type Request struct {
 	// TopLogprobs > 0 asks for token log-probabilities with that many alternatives per token
 	// (OpenAI-compatible providers only; others ignore it and return no Logprobs).
 	TopLogprobs int `json:"topLogprobs,omitempty"`
+	// Tools are offered to the model; its Response may then call them (ToolCalls).
+	Tools []Tool `json:"tools,omitempty"`
 }
 
 // Usage is the token usage of one call.
@@ -72,6 +80,11 @@ type Response struct {
 	// Logprobs is nil when the provider gave none.
 	Logprobs []TokenLogprob `json:"logprobs,omitempty"`
 	Model    string         `json:"model"`
+	// ToolCalls are the calls of offered tools the model made, in order; each was checked (an
+	// id, an offered tool's name, a JSON object input).
+	ToolCalls []ToolCall `json:"toolCalls,omitempty"`
+	// Stop is why the model stopped: end_turn, tool_use, max_tokens or other.
+	Stop StopReason `json:"stop,omitempty"`
 }
 
 // Info describes a configured model without secrets.

@@ -155,7 +155,10 @@ func validateRequest(req Request) error {
 	if req.MaxTokens < 0 || req.TopLogprobs < 0 {
 		return errs.New(errs.Invalid, "maxTokens and topLogprobs must not be negative")
 	}
-	return nil
+	if err := validateTools(req.Tools); err != nil {
+		return err
+	}
+	return validateParts(req.Messages)
 }
 
 // timeoutText formats a timeout for messages ("60s", "250ms").

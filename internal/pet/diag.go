@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/pixie-dev/pixie/internal/model"
+	"github.com/pixie-dev/pixie/runtime"
 )
 
 // Diagnostics is what Settings → Diagnostics shows.
@@ -23,12 +24,27 @@ type Diagnostics struct {
 	Stray []string `json:"stray"`
 	// Executors says which Skill kinds can run here.
 	Executors map[SkillKind]Availability `json:"executors"`
+	// ExternalExecutors says whether instruction Skills can run on Claude Code and Codex here
+	// (under the read-only policy).
+	ExternalExecutors map[string]Availability `json:"externalExecutors"`
 	// Model describes the Pixie model (no secrets).
 	Model model.Info `json:"model"`
-	// ScriptPolicy is the sandbox policy scripts and WASM guests run under.
+	// ScriptPolicy is the sandbox policy a Skill runs under unless it asks for more and the
+	// person granted it at registration (Skill.Sandbox): read-only.
 	ScriptPolicy string `json:"scriptPolicy"`
+	// Agent describes the built-in agent of instruction Skills.
+	Agent AgentInfo `json:"agent"`
 	// Builtins are the built-in actions with their availability.
 	Builtins []WheelEntry `json:"builtins"`
+}
+
+// AgentInfo describes the built-in agent: its limits, and the preset whose gates check its tool
+// calls (Gates false: none do).
+type AgentInfo struct {
+	MaxSteps  int    `json:"maxSteps"`
+	MaxTokens int    `json:"maxTokens"`
+	Preset    string `json:"preset,omitempty"`
+	Gates     bool   `json:"gates"`
 }
 
 // DriftEntry is one drifted Skill.
@@ -41,12 +57,14 @@ type DriftEntry struct {
 // availability.
 func (s *Service) Diagnostics(ctx context.Context) (Diagnostics, error) {
 	d := Diagnostics{Paths: s.Paths(), Allowlist: []string{}, Skills: []SkillView{}, Drift: []DriftEntry{},
-		Stray: []string{}, Executors: map[SkillKind]Availability{}, ScriptPolicy: string(s.cfg.ScriptPolicy),
+		Stray: []string{}, Executors: map[SkillKind]Availability{}, ScriptPolicy: string(runtime.PolicyReadOnly),
+		Agent:    AgentInfo{MaxSteps: s.cfg.Agent.MaxSteps, MaxTokens: s.cfg.Agent.MaxTokens, Preset: s.cfg.Agent.Preset, Gates: s.cfg.Agent.Gates != nil},
 		Builtins: []WheelEntry{}}
 	for _, k := range []SkillKind{KindWASM, KindScript, KindInstructions} {
 		ok, reason := s.executorAvailable(ctx, k)
 		d.Executors[k] = Availability{Available: ok, Reason: reason}
 	}
+	d.ExternalExecutors = s.externalAvailability(ctx)
 	if s.model != nil {
 		d.Model = s.model.Info()
 	}

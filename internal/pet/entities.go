@@ -1,6 +1,7 @@
 package pet
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/pixie-dev/pixie/internal/helper"
 	"github.com/pixie-dev/pixie/internal/model"
 	"github.com/pixie-dev/pixie/internal/store"
+	"github.com/pixie-dev/pixie/runtime"
 )
 
 // Scope kinds of a Snapshot.
@@ -223,6 +225,9 @@ type Run struct {
 	N int `json:"n"`
 	// Executor is how the Skill ran: wasm, script or instructions.
 	Executor SkillKind `json:"executor"`
+	// ExternalExecutor names the CLI that ran an instruction Skill ("claude" or "codex"); empty
+	// when the Pixie model ran it.
+	ExternalExecutor string `json:"externalExecutor,omitempty"`
 	// SkillPath is the directory the Skill's link resolved to for this Run.
 	SkillPath string `json:"skillPath"`
 	// Fingerprint digests every file the Run executed (the private copy made when it started,
@@ -246,14 +251,42 @@ type Run struct {
 	Transient bool `json:"transient,omitempty"`
 	// EnvKeys are the names (never the values) of the DSH_PET_* variables the Run received.
 	EnvKeys []string `json:"envKeys,omitempty"`
-	// Usage is the model's token usage: the instruction Skill's answer, or the helper calls.
+	// Usage is the model's token usage: the instruction Skill's agent (every model turn), or the
+	// helper calls.
 	Usage *model.Usage `json:"usage,omitempty"`
+	// Sandbox is the sandbox policy the Run used: the Skill's grant (or less, when SKILL.md asks
+	// for less), Run 1's for a retry.
+	Sandbox runtime.Policy `json:"sandbox,omitempty"`
+	// Steps is the number of model turns of an instruction Skill's agent.
+	Steps int `json:"steps,omitempty"`
+	// ToolCalls are the agent's tool calls and their results, in order: the built-in agent's or
+	// an external CLI's (at most MaxToolCalls).
+	ToolCalls []ToolCall `json:"toolCalls,omitempty"`
 	// Boot identifies the server process that ran it; a running Run of another process was
 	// interrupted by a restart.
 	Boot       string     `json:"boot"`
 	StartedAt  time.Time  `json:"startedAt"`
 	EndedAt    *time.Time `json:"endedAt,omitempty"`
 	DurationMS int64      `json:"durationMs,omitempty"`
+}
+
+// ToolCall is one tool call an executor's agent made and its result, as the Run keeps it
+// (inputs and outputs capped at 16 KiB, environment values redacted).
+type ToolCall struct {
+	// N counts the Run's tool calls from 1; Step is the model turn that made it.
+	N    int    `json:"n"`
+	Step int    `json:"step"`
+	Name string `json:"name"`
+	// Input is the call's arguments (JSON).
+	Input json.RawMessage `json:"input"`
+	// Output is what the tool produced, or why it did not run.
+	Output string `json:"output"`
+	// IsError marks a failed or refused call.
+	IsError bool `json:"isError,omitempty"`
+	// Gate says what a gate did (denied the call, withheld, replaced or added to the result),
+	// with its notes.
+	Gate       string `json:"gate,omitempty"`
+	DurationMS int64  `json:"durationMs"`
 }
 
 // Collections (see the package comment for the layout).

@@ -98,7 +98,11 @@ func (s *Service) Invoke(ctx context.Context, req InvokeRequest) (InvocationView
 		return InvocationView{}, err
 	}
 	defer release()
-	task, inv, run, err := s.createInvocation(ctx, snap, sk.Name, sc.kind, sk.Path, sc.fingerprint)
+	// What the staged copy asks for, never more than the registration granted.
+	if err := sandboxGranted(sk, sc.sandbox); err != nil {
+		return InvocationView{}, err
+	}
+	task, inv, run, err := s.createInvocation(ctx, snap, sk.Name, sc.kind, sk.Path, sc.fingerprint, sc.sandbox)
 	if err != nil {
 		return InvocationView{}, err
 	}
@@ -139,6 +143,7 @@ func (s *Service) stage(ctx context.Context, sk Skill) (*scan, func(), error) {
 		return nil, nil, err
 	}
 	sc.scratch = d.Path()
+	sc.executor = executorOf(sk)
 	return sc, func() { _ = d.Close() }, nil
 }
 
@@ -193,6 +198,14 @@ func (s *Service) Retry(ctx context.Context, invID string) (InvocationView, erro
 	if first.Fingerprint == "" || sc.fingerprint != first.Fingerprint {
 		return InvocationView{}, errs.New(errs.Conflict, "cannot retry: the files of the Skill %s changed since Run 1 ran them; a retry never runs other code (invoke the Skill again)", sk.Name)
 	}
+	// A retry runs at Run 1's policy, and only while the registration still grants it.
+	policy := first.Sandbox
+	if policy == "" {
+		policy = runtime.PolicyReadOnly
+	}
+	if policyRank(policy) > policyRank(sk.granted()) {
+		return InvocationView{}, errs.New(errs.Conflict, "cannot retry: Run 1 ran with the %s sandbox, which the Skill %s is no longer granted (it is registered with %s); invoke it again", policy, sk.Name, sk.granted())
+	}
 	var task Task
 	var inv Invocation
 	var run Run
@@ -225,7 +238,7 @@ func (s *Service) Retry(ctx context.Context, invID string) (InvocationView, erro
 		if err := invC.Put(tx, invID, inv); err != nil {
 			return err
 		}
-		run = Run{InvocationID: invID, N: inv.Attempts, Executor: sc.kind, SkillPath: sk.Path, Fingerprint: sc.fingerprint, Status: StatusRunning, Boot: s.boot, StartedAt: now}
+		run = Run{InvocationID: invID, N: inv.Attempts, Executor: sc.kind, SkillPath: sk.Path, Fingerprint: sc.fingerprint, Sandbox: policy, Status: StatusRunning, Boot: s.boot, StartedAt: now}
 		return runsC.Insert(tx, runID(invID, run.N), run)
 	})
 	if err != nil {
@@ -265,6 +278,14 @@ type outcome struct {
 	calls    []helper.Call
 	// token is the run's helper token (revoked by now), redacted like an environment value.
 	token string
+	// steps and toolCalls are the agent's model turns and tool calls (instruction Skills, on the
+	// built-in agent or an external executor, already redacted), and droppedCalls how many more
+	// calls an external executor made past MaxToolCalls.
+	steps        int
+	toolCalls    []ToolCall
+	droppedCalls int
+	// noEnv reports that nothing received the environment values (an agent without a shell).
+	noEnv bool
 	err   error
 }
 
@@ -298,10 +319,17 @@ func (s *Service) execute(ctx context.Context, task Task, inv Invocation, snap S
 				Snapshot: snap, History: history}
 			switch sc.kind {
 			case KindInstructions:
-				out = s.runInstructions(runCtx, sc, pc)
-				run.EnvKeys = nil // instruction Skills have no process to receive values
+				if sc.executor != ExecutorBuiltin {
+					run.ExternalExecutor = sc.executor
+					out = s.runExternal(runCtx, sc, pc, vars, red, run.Sandbox)
+					break
+				}
+				out = s.runAgent(runCtx, sc, pc, vars, red, run.Sandbox)
+				if out.noEnv {
+					run.EnvKeys = nil // no shell tool: no process received the values
+				}
 			default:
-				out = s.runProgram(runCtx, sc, pc, vars, red)
+				out = s.runProgram(runCtx, sc, pc, vars, red, run.Sandbox)
 			}
 		}
 	}
@@ -345,6 +373,11 @@ func (s *Service) finish(run *Run, out outcome, red redactor) {
 		run.HelperCalls = append(run.HelperCalls, c)
 	}
 	run.Usage = out.usage
+	run.Steps = out.steps
+	run.ToolCalls = out.toolCalls
+	if out.droppedCalls > 0 {
+		run.Logs = append(run.Logs, fmt.Sprintf("warn: %d more tool calls were made than the %d a Run keeps", out.droppedCalls, MaxToolCalls))
+	}
 	run.Status = StatusSucceeded
 	switch {
 	case out.err != nil:
@@ -389,36 +422,6 @@ func classify(err error) (errs.Code, bool, string) {
 	return code, false, msg
 }
 
-// runInstructions sends SKILL.md's body to the Pixie model as the system prompt, the Task's
-// history as earlier turns, and the Snapshot as the user message.
-func (s *Service) runInstructions(ctx context.Context, sc *scan, pc PetContext) outcome {
-	if s.model == nil {
-		return outcome{err: errs.Wrap(errs.Unavailable, model.ErrNoModel, "no Pixie model is configured")}
-	}
-	var msgs []model.Message
-	for _, h := range pc.History {
-		msgs = append(msgs, model.Message{Role: model.RoleUser, Content: historyPrompt(h)})
-		answer := h.Output
-		if h.Status != StatusSucceeded {
-			answer = fmt.Sprintf("(this invocation %s: %s)", h.Status, h.Error)
-		}
-		if strings.TrimSpace(answer) == "" {
-			answer = "(no output)"
-		}
-		msgs = append(msgs, model.Message{Role: model.RoleAssistant, Content: answer})
-	}
-	snap, _ := json.MarshalIndent(pc.Snapshot, "", "  ")
-	msgs = append(msgs, model.Message{Role: model.RoleUser, Content: fmt.Sprintf(
-		"Pet invocation #%d of the Skill %q (task %s, epoch %d, run %d).\nSnapshot of the source, frozen at capture time (JSON):\n%s",
-		pc.Seq, pc.Skill, pc.TaskID, pc.Epoch, pc.Run, snap)})
-	resp, err := s.model.Complete(ctx, model.Request{System: sc.body, Messages: msgs})
-	if err != nil {
-		return outcome{err: err}
-	}
-	u := resp.Usage
-	return outcome{output: resp.Text, usage: &u}
-}
-
 func historyPrompt(h HistoryEntry) string {
 	title := ""
 	if h.Title != "" {
@@ -434,24 +437,14 @@ const skillAskSystem = `You are Pixie, a helper called from a Skill that Pet run
 // (when Config.Helpers is set): WASM guests call it through host functions, scripts through
 // `pixie ask` / `pixie judge` with PIXIE_URL and a PIXIE_TOKEN that is revoked when the Run
 // ends. Environment values are redacted from everything the helper sends out.
-func (s *Service) runProgram(ctx context.Context, sc *scan, pc PetContext, vars map[string]string, red redactor) outcome {
+func (s *Service) runProgram(ctx context.Context, sc *scan, pc PetContext, vars map[string]string, red redactor, policy runtime.Policy) outcome {
 	raw, err := json.Marshal(pc)
 	if err != nil {
 		return outcome{err: err}
 	}
-	cwd := pc.Snapshot.Cwd
-	if cwd != "" {
-		if st, err := os.Stat(cwd); err != nil || !st.IsDir() {
-			return outcome{err: errs.New(errs.Unprocessable, "the snapshot's cwd %s is not a directory on this machine", cwd)}
-		}
-	} else {
-		// No source directory: the program starts in an empty directory of the Run's own (not
-		// the Pet workspace, which lies in Pixie's home, hidden from sandboxed scripts).
-		dir := filepath.Join(sc.scratch, "cwd")
-		if err := os.Mkdir(dir, 0o700); err != nil {
-			return outcome{err: errs.Wrap(errs.Unavailable, err, "cannot create a run directory: %s", errText(err))}
-		}
-		cwd = dir
+	cwd, err := runCwd(sc, pc.Snapshot)
+	if err != nil {
+		return outcome{err: err}
 	}
 	if s.exec == nil {
 		return outcome{err: fmt.Errorf("%w: no executor for %s Skills", runtime.ErrUnsupported, sc.kind)}
@@ -462,7 +455,7 @@ func (s *Service) runProgram(ctx context.Context, sc *scan, pc PetContext, vars 
 			Redact: red.clean, AskSystem: skillAskSystem})
 		defer hr.Close()
 	}
-	req := runtime.Request{Target: string(raw), Vars: vars, Cwd: cwd, Policy: s.cfg.ScriptPolicy, Timeout: s.cfg.RunTimeout}
+	req := runtime.Request{Target: string(raw), Vars: vars, Cwd: cwd, Policy: policy, Timeout: s.cfg.RunTimeout}
 	var ph *petHelper
 	switch sc.kind {
 	case KindScript:
@@ -497,6 +490,23 @@ func (s *Service) runProgram(ctx context.Context, sc *scan, pc PetContext, vars 
 		}
 	}
 	return out
+}
+
+// runCwd is the directory a Run works in: the snapshot's cwd, which must be a directory on this
+// machine, or else an empty directory of the Run's own (not the Pet workspace, which lies in
+// Pixie's home, hidden from sandboxed scripts).
+func runCwd(sc *scan, snap Snapshot) (string, error) {
+	if cwd := snap.Cwd; cwd != "" {
+		if st, err := os.Stat(cwd); err != nil || !st.IsDir() {
+			return "", errs.New(errs.Unprocessable, "the snapshot's cwd %s is not a directory on this machine", cwd)
+		}
+		return cwd, nil
+	}
+	dir := filepath.Join(sc.scratch, "cwd")
+	if err := os.Mkdir(dir, 0o700); err != nil && !os.IsExist(err) {
+		return "", errs.Wrap(errs.Unavailable, err, "cannot create a run directory: %s", errText(err))
+	}
+	return dir, nil
 }
 
 // history returns the Task's Invocations before seq (at most MaxHistory, newest kept), with

@@ -86,13 +86,24 @@ func TestExecutorsEndToEnd(t *testing.T) {
 		if !strings.HasPrefix(r.Output, `model saw 2 messages; last: Pet invocation #1 of the Skill "summarize"`) {
 			t.Fatalf("output %q", r.Output)
 		}
-		if r.Usage == nil || r.Usage.InputTokens != 11 || len(r.EnvKeys) != 0 || r.ExitCode != nil {
+		// One model turn (the model answered without tools); the agent's shell tool receives
+		// the environment values, so the Run names them, and never their values.
+		if r.Usage == nil || r.Usage.InputTokens != 11 || r.Steps != 1 || len(r.ToolCalls) != 0 || r.ExitCode != nil ||
+			strings.Join(r.EnvKeys, ",") != "DSH_PET_GREETING,DSH_PET_ONLY_GLOBAL" || r.Sandbox != runtime.PolicyReadOnly {
 			t.Fatalf("run %+v", r)
 		}
-		_, reqs := ms.received()
+		bodies, reqs := ms.received()
 		req := reqs[len(reqs)-1]
-		if req.Messages[0].Role != "system" || req.Messages[0].Content != "You summarise what the person selected." {
-			t.Fatalf("system %+v", req.Messages[0])
+		sys := req.Messages[0].Content
+		if req.Messages[0].Role != "system" || !strings.HasPrefix(sys, "You are Pixie's Pet executor") ||
+			!strings.HasSuffix(sys, "\n\nYou summarise what the person selected.") || !strings.Contains(sys, "The root (the working directory of every tool) is "+cwd) ||
+			!strings.Contains(sys, "$DSH_PET_GREETING") || strings.Contains(bodies[len(bodies)-1], wsGreeting) {
+			t.Fatalf("system %q", sys)
+		}
+		for _, tool := range []string{`"name":"list"`, `"name":"read"`, `"name":"search"`, `"name":"shell"`} {
+			if !strings.Contains(bodies[len(bodies)-1], tool) {
+				t.Fatalf("the agent's tools are not offered (%s): %s", tool, bodies[len(bodies)-1])
+			}
 		}
 		if u := req.Messages[1].Content; !strings.Contains(u, `"selection": "selected text"`) || !strings.Contains(u, `"sessionId": "s1"`) {
 			t.Fatalf("user message %q", u)

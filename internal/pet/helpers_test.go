@@ -84,7 +84,8 @@ func writeFile(t testing.TB, p, content string) {
 	}
 }
 
-// register inspects and registers dir, enabled and as a shortcut.
+// register inspects and registers dir, enabled and as a shortcut, confirming the sandbox policy
+// it asks for.
 func register(t testing.TB, svc *pet.Service, dir string) pet.SkillView {
 	t.Helper()
 	ctx := context.Background()
@@ -92,7 +93,7 @@ func register(t testing.TB, svc *pet.Service, dir string) pet.SkillView {
 	if err != nil {
 		t.Fatalf("inspect %s: %v", dir, err)
 	}
-	v, err := svc.Register(ctx, pet.RegisterRequest{Path: dir, Confirm: true, Fingerprint: in.Fingerprint, Enabled: true, Shortcut: true})
+	v, err := svc.Register(ctx, pet.RegisterRequest{Path: dir, Confirm: true, Fingerprint: in.Fingerprint, Sandbox: in.Sandbox, Enabled: true, Shortcut: true})
 	if err != nil {
 		t.Fatalf("register %s: %v", dir, err)
 	}

@@ -2,7 +2,7 @@
 // person was looking at (spec: pet.md). It holds the four entities (Task, Invocation, Snapshot,
 // Run), the Skills a user imports by absolute path, their projection into the Pet workspace,
 // the environment values Skills receive as DSH_PET_* variables, the three executors (a WASM
-// guest, a legacy bash script, or SKILL.md instructions for the Pixie model), the capability
+// guest, a legacy bash script, or SKILL.md instructions for the built-in agent), the capability
 // wheel with its built-in actions, and the diagnostics. HTTP lives in server/pet.go; the CLI in
 // cmd/pixie/pet.go. The full description for users is docs/pet.md.
 //
@@ -37,10 +37,21 @@
 //
 // Pet fails closed: a Skill runs only when it is registered, enabled, its link resolves to a
 // directory that passes validation at that very moment, its projection entry is intact (no
-// drift since the last rebuild) and its executor is available. Scripts run under the read-only
-// sandbox policy unless Config.ScriptPolicy says otherwise. Environment values reach only the
-// Skill's process (bash environment, WASM config); they are redacted from every output Pet
-// records or returns and never enter a prompt.
+// drift since the last rebuild) and its executor is available. Every Skill runs under the
+// read-only sandbox policy unless its SKILL.md asks for workspace-write (SandboxKey) and the
+// person confirmed that at registration (Skill.Sandbox); a Skill that asks for more than it was
+// granted fails closed. Environment values reach only the Skill's processes (bash environment,
+// WASM config, the agent's shell commands); they are redacted from every output Pet records or
+// returns and never enter a prompt.
+//
+// # Instruction Skills
+//
+// A Skill with neither skill.wasm nor run.sh runs on the built-in agent (internal/agent):
+// SKILL.md's body is the system prompt, the Task's history the earlier turns, the Snapshot the
+// user message, and the model works through the tools list, read, search and shell over the
+// snapshot's cwd, at the Skill's policy, within Config.Agent's limits. Each tool call passes
+// through the gates of Config.Agent.Preset (Config.Agent.Gates) and is kept in the Run record
+// (Run.ToolCalls).
 //
 // # Helper
 //
@@ -65,6 +76,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pixie-dev/pixie/internal/agent"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/helper"
 	"github.com/pixie-dev/pixie/internal/keylock"
@@ -115,10 +127,14 @@ type Config struct {
 	MaxSkillModuleSize int64
 	// RunTimeout bounds one Run (executor, model and helper calls together); zero means 60s.
 	RunTimeout time.Duration
-	// ScriptPolicy is the sandbox policy of script and WASM Skills; empty means read-only.
-	ScriptPolicy runtime.Policy
+	// Agent configures the built-in agent instruction Skills run on.
+	Agent AgentConfig
 	// MaxHistory is how many earlier Invocations of its Task a Run sees; zero means 20.
 	MaxHistory int
+	// External configures the external executors of instruction Skills (Claude Code, Codex):
+	// where the CLIs are, the model they talk to, the preset of their hooks. Its zero value
+	// finds the CLIs on PATH and leaves them unavailable until ServerURL is set.
+	External ExternalConfig
 	// Helpers opens the helper of script and WASM Runs (`pixie ask` / `pixie judge`, the
 	// pixie_ask / pixie_judge host functions): normally the Service the gate service uses, so
 	// Skills get exactly what gate rules get. Nil means Skills have no helper (calls answer
@@ -156,11 +172,14 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxHistory == 0 {
 		c.MaxHistory = DefaultMaxHistory
 	}
-	if c.ScriptPolicy == "" {
-		c.ScriptPolicy = runtime.PolicyReadOnly
+	if c.Agent.MaxSteps < 0 || c.Agent.MaxTokens < 0 || c.Agent.ShellTimeout < 0 {
+		return c, errs.New(errs.Invalid, "pet: the agent's limits must not be negative")
 	}
-	if !c.ScriptPolicy.Valid() {
-		return c, errs.New(errs.Invalid, "pet: unknown script policy %q", c.ScriptPolicy)
+	if c.Agent.MaxSteps == 0 {
+		c.Agent.MaxSteps = agent.DefaultMaxSteps
+	}
+	if c.Agent.MaxTokens == 0 {
+		c.Agent.MaxTokens = agent.DefaultMaxTokens
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -182,11 +201,36 @@ func (c Config) withDefaults() (Config, error) {
 		}
 		c.Workspace = filepath.Join(home, "pet", "workspace")
 	}
+	if len(c.Agent.Hidden) == 0 && c.Home != "" {
+		c.Agent.Hidden = []string{c.Home}
+	}
 	if !filepath.IsAbs(c.Workspace) {
 		return c, errs.New(errs.Invalid, "pet: the workspace %q is not an absolute path", c.Workspace)
 	}
 	c.Workspace = filepath.Clean(c.Workspace)
 	return c, nil
+}
+
+// AgentConfig configures the built-in agent (internal/agent) that instruction Skills run on:
+// SKILL.md's body as the system prompt, the tools list, read, search and shell over the
+// snapshot's cwd, at the Skill's sandbox policy.
+type AgentConfig struct {
+	// MaxSteps caps the model turns of one Run; zero means agent.DefaultMaxSteps (20).
+	MaxSteps int
+	// MaxTokens caps the tokens of one Run (input and output of every model turn, summed);
+	// zero means agent.DefaultMaxTokens (200000).
+	MaxTokens int
+	// ShellTimeout bounds one shell command, within the Run's time limit; zero means
+	// agent.DefaultShellTimeout (60s).
+	ShellTimeout time.Duration
+	// Gates checks every tool call of the agent and its result (tool-before, tool-after),
+	// with the gates of Preset; nil means no gates.
+	Gates agent.Gates
+	// Preset is the preset whose gates apply to the agent's tool calls.
+	Preset string
+	// Hidden are directories the agent's file tools never show, even inside the snapshot's cwd
+	// (the Pixie home); empty means Home.
+	Hidden []string
 }
 
 // Service is Pet. It is safe for concurrent use.
@@ -206,6 +250,11 @@ type Service struct {
 
 	builtinMu sync.RWMutex
 	builtins  []BuiltinAction
+
+	// ext runs instruction Skills on external CLIs; hooks holds the hook credentials of their
+	// Runs.
+	ext   *external
+	hooks hookCreds
 }
 
 // New returns the Pet service over cfg.Store.
@@ -224,7 +273,7 @@ func New(_ context.Context, cfg Config) (*Service, error) {
 	if st.Shared() {
 		boot = st.Instance() // the replica's id, which Config.Alive knows
 	}
-	return &Service{st: st, exec: exec, model: m, cfg: cfg, log: cfg.Logger, boot: boot}, nil
+	return &Service{st: st, exec: exec, model: m, cfg: cfg, log: cfg.Logger, boot: boot, ext: &external{cfg: cfg.External}}, nil
 }
 
 // Close releases nothing (a Run holds what it uses only while it runs, and the executors belong

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/store"
+	"github.com/pixie-dev/pixie/runtime"
 )
 
 // Projection states of a Skill's entry in <workspace>/.pixie/skills.
@@ -340,9 +341,40 @@ func (s *Service) skillState(ctx context.Context, sk Skill) skillState {
 		}
 		st.err = errs.New(errs.Conflict, "Skill %s fails closed: %s (%s, seen %s); rebuild the projection", sk.Name, kind, mark.Problem, mark.SeenAt.Format(time.RFC3339))
 	default:
-		if ok, reason := s.executorAvailable(ctx, st.scan.kind); !ok {
+		if err := sandboxGranted(sk, st.scan.sandbox); err != nil {
+			st.err = err
+		} else if ok, reason := s.skillExecutorAvailable(ctx, sk, st.scan.kind); !ok {
 			st.err = errs.New(errs.Unavailable, "Skill %s cannot run: %s", sk.Name, reason)
 		}
 	}
 	return st
+}
+
+// granted is the sandbox policy a Skill's registration granted (read-only for records made
+// before Skills could ask for more).
+func (sk Skill) granted() runtime.Policy {
+	if sk.Sandbox == "" {
+		return runtime.PolicyReadOnly
+	}
+	return sk.Sandbox
+}
+
+// policyRank orders the policies a Skill may hold.
+func policyRank(p runtime.Policy) int {
+	switch p {
+	case runtime.PolicyReadOnly:
+		return 0
+	case runtime.PolicyWorkspaceWrite:
+		return 1
+	}
+	return 2
+}
+
+// sandboxGranted fails closed when the Skill's SKILL.md now asks for more than its registration
+// granted (it was edited since).
+func sandboxGranted(sk Skill, asked runtime.Policy) error {
+	if policyRank(asked) > policyRank(sk.granted()) {
+		return errs.New(errs.Conflict, "Skill %s fails closed: its SKILL.md now asks for the %s sandbox, but it was registered with %s; remove it and register it again to grant that", sk.Name, asked, sk.granted())
+	}
+	return nil
 }

@@ -17,15 +17,23 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/runtime"
 )
 
 // Files with a meaning in a Skill directory. Nothing else in a Skill is read by Pet: there is no
-// Pet-specific field in SKILL.md.
+// Pet-specific field in SKILL.md (the sandbox key, SandboxKey, is generic).
 const (
 	ManifestFile = "SKILL.md"   // required: front matter with name and description, then instructions
 	WASMFile     = "skill.wasm" // a WASM guest exporting run
 	ScriptFile   = "run.sh"     // a legacy bash script
 )
+
+// SandboxKey is the one front-matter key besides name and description that Pet reads: the
+// sandbox policy a Skill asks for, read-only (the default) or workspace-write. It is a generic
+// key, not a Pet-specific one: it says what the Skill's commands need, for any runner. What
+// is asked is shown at inspection, must be confirmed at registration, and is what the Skill's
+// Runs get (Skill.Sandbox); a Skill edited to ask for more than it was granted fails closed.
+const SandboxKey = "sandbox"
 
 // Limits of a SKILL.md front matter.
 const (
@@ -85,6 +93,11 @@ type scan struct {
 	sums map[string][32]byte
 	// scratch is the Run's private directory that holds staged (stage only).
 	scratch string
+	// sandbox is the policy SKILL.md's front matter asks for (SandboxKey): read-only when it
+	// asks for nothing.
+	sandbox runtime.Policy
+	// executor is the registered Skill's executor (stage only).
+	executor string
 }
 
 // scanOptions says what a scan reads besides SKILL.md.
@@ -497,6 +510,21 @@ func (sc *scan) parseManifest(raw []byte) []Problem {
 		problems = append(problems, Problem{Path: ManifestFile, Reason: fmt.Sprintf("the description is over %d characters", MaxDescriptionLen)})
 	default:
 		sc.description = desc
+	}
+	sc.sandbox = runtime.PolicyReadOnly
+	switch v := fm[SandboxKey].(type) {
+	case nil:
+	case string:
+		switch p := runtime.Policy(strings.TrimSpace(v)); p {
+		case runtime.PolicyReadOnly, runtime.PolicyWorkspaceWrite:
+			sc.sandbox = p
+		case runtime.PolicyFull:
+			problems = append(problems, Problem{Path: ManifestFile, Reason: "sandbox: full is never granted to a Skill; ask for read-only or workspace-write"})
+		default:
+			problems = append(problems, Problem{Path: ManifestFile, Reason: fmt.Sprintf("sandbox: %q is not a sandbox policy; use read-only or workspace-write", v)})
+		}
+	default:
+		problems = append(problems, Problem{Path: ManifestFile, Reason: "sandbox must be a string: read-only or workspace-write"})
 	}
 	sc.body = strings.TrimSpace(body)
 	return problems

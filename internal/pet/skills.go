@@ -8,6 +8,7 @@ import (
 
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/store"
+	"github.com/pixie-dev/pixie/runtime"
 )
 
 // Skill is a registered Skill: a link from its name to the directory the user gave, never a
@@ -22,21 +23,31 @@ type Skill struct {
 	Enabled bool `json:"enabled"`
 	// Shortcut Skills appear on the wheel.
 	Shortcut bool `json:"shortcut"`
+	// Executor runs an instruction Skill: builtin (the Pixie model; also the stored empty
+	// value), claude (Claude Code) or codex (Codex). The person chooses it; SKILL.md has no say.
+	Executor string `json:"executor,omitempty"`
 	// Identity is the directory's device and inode ("dev:ino") as registered (or as accepted by
 	// the last projection rebuild): another directory at the same path is drift.
-	Identity     string    `json:"identity,omitempty"`
-	RegisteredAt time.Time `json:"registeredAt"`
-	UpdatedAt    time.Time `json:"updatedAt"`
+	Identity string `json:"identity,omitempty"`
+	// Sandbox is the sandbox policy registration granted (what SKILL.md asked for, confirmed):
+	// read-only or workspace-write. Every Run of the Skill uses it (or less, when SKILL.md now
+	// asks for less); empty in older records means read-only.
+	Sandbox      runtime.Policy `json:"sandbox,omitempty"`
+	RegisteredAt time.Time      `json:"registeredAt"`
+	UpdatedAt    time.Time      `json:"updatedAt"`
 }
 
 // Inspection is the read-only result of looking at a Skill directory before registering it.
 type Inspection struct {
-	Path        string      `json:"path"`
-	Name        string      `json:"name"`
-	Description string      `json:"description"`
-	Kind        SkillKind   `json:"kind"`
-	Files       []SkillFile `json:"files"`
-	TotalSize   int64       `json:"totalSize"`
+	Path        string    `json:"path"`
+	Name        string    `json:"name"`
+	Description string    `json:"description"`
+	Kind        SkillKind `json:"kind"`
+	// Sandbox is the sandbox policy SKILL.md asks for (its "sandbox" key; read-only when
+	// absent). Registration must confirm it.
+	Sandbox   runtime.Policy `json:"sandbox"`
+	Files     []SkillFile    `json:"files"`
+	TotalSize int64          `json:"totalSize"`
 	// Fingerprint digests every file's path and content; Register requires it, so the Skill
 	// registered is the one inspected.
 	Fingerprint string `json:"fingerprint"`
@@ -55,7 +66,7 @@ func (s *Service) Inspect(ctx context.Context, path string) (Inspection, error) 
 	if err != nil {
 		return Inspection{}, err
 	}
-	in := Inspection{Path: p, Name: sc.name, Description: sc.description, Kind: sc.kind,
+	in := Inspection{Path: p, Name: sc.name, Description: sc.description, Kind: sc.kind, Sandbox: sc.sandbox,
 		Files: sc.files, TotalSize: sc.total, Fingerprint: sc.fingerprint}
 	err = s.st.View(ctx, func(tx *store.Tx) error {
 		old, err := skillsC.Get(tx, sc.name)
@@ -79,9 +90,15 @@ type RegisterRequest struct {
 	// Fingerprint is required and must equal the fingerprint Inspect showed: what is registered
 	// is what was inspected, unchanged since.
 	Fingerprint string `json:"fingerprint"`
+	// Sandbox confirms the sandbox policy the Skill asks for (Inspection.Sandbox): it must
+	// equal it. It may be left out only when the Skill asks for read-only.
+	Sandbox runtime.Policy `json:"sandbox,omitempty"`
 	// Enabled and Shortcut set those facts at once (both default to false).
 	Enabled  bool `json:"enabled,omitempty"`
 	Shortcut bool `json:"shortcut,omitempty"`
+	// Executor runs the Skill when it is an instruction Skill: builtin (the default), claude or
+	// codex. Another executor than builtin is refused for a WASM or script Skill.
+	Executor string `json:"executor,omitempty"`
 }
 
 // Register validates the directory again and stores the link name → path.
@@ -103,11 +120,21 @@ func (s *Service) Register(ctx context.Context, req RegisterRequest) (SkillView,
 	if req.Fingerprint != sc.fingerprint {
 		return SkillView{}, errs.New(errs.Conflict, "the Skill at %s changed since it was inspected (or the fingerprint is not the one inspection showed); inspect it again", p)
 	}
+	switch {
+	case req.Sandbox == "" && sc.sandbox != runtime.PolicyReadOnly:
+		return SkillView{}, errs.New(errs.Invalid, "the Skill %s asks for the %s sandbox (its commands may change files in the snapshot's folder): confirm it by registering with sandbox %q", sc.name, sc.sandbox, sc.sandbox)
+	case req.Sandbox != "" && req.Sandbox != sc.sandbox:
+		return SkillView{}, errs.New(errs.Conflict, "the Skill %s asks for the %s sandbox, not %q: inspect it again and confirm what it asks for", sc.name, sc.sandbox, req.Sandbox)
+	}
+	executor, err := checkSkillExecutor(req.Executor, sc.kind)
+	if err != nil {
+		return SkillView{}, err
+	}
 	s.skillMu.Lock()
 	defer s.skillMu.Unlock()
 	now := s.now()
 	sk := Skill{Name: sc.name, Path: p, Description: sc.description, Enabled: req.Enabled,
-		Shortcut: req.Shortcut, Identity: sc.identity, RegisteredAt: now, UpdatedAt: now}
+		Shortcut: req.Shortcut, Executor: storedExecutor(executor), Identity: sc.identity, Sandbox: sc.sandbox, RegisteredAt: now, UpdatedAt: now}
 	// Check first, so that a refused registration leaves no projection entry behind.
 	if err := s.st.View(ctx, func(tx *store.Tx) error { return s.checkNewSkill(tx, sk) }); err != nil {
 		return SkillView{}, err
@@ -146,10 +173,13 @@ func (s *Service) checkNewSkill(tx *store.Tx, sk Skill) error {
 	return nil
 }
 
-// SkillPatch changes the enabled and shortcut facts of a Skill; nil fields are left alone.
+// SkillPatch changes the enabled and shortcut facts and the executor of a Skill; nil fields
+// are left alone.
 type SkillPatch struct {
 	Enabled  *bool `json:"enabled,omitempty"`
 	Shortcut *bool `json:"shortcut,omitempty"`
+	// Executor is builtin, claude or codex (instruction Skills only).
+	Executor *string `json:"executor,omitempty"`
 }
 
 // UpdateSkill changes whether a Skill is enabled (which projects it into, or removes it from,
@@ -158,14 +188,32 @@ func (s *Service) UpdateSkill(ctx context.Context, name string, patch SkillPatch
 	if !ValidSkillName(name) {
 		return SkillView{}, errs.New(errs.Invalid, "%q is not a Skill name", name)
 	}
-	if patch.Enabled == nil && patch.Shortcut == nil {
-		return SkillView{}, errs.New(errs.Invalid, "nothing to change: set enabled and/or shortcut")
+	if patch.Enabled == nil && patch.Shortcut == nil && patch.Executor == nil {
+		return SkillView{}, errs.New(errs.Invalid, "nothing to change: set enabled, shortcut and/or executor")
+	}
+	if patch.Executor != nil {
+		if _, err := checkExecutor(*patch.Executor); err != nil {
+			return SkillView{}, err
+		}
 	}
 	s.skillMu.Lock()
 	defer s.skillMu.Unlock()
 	sk, err := s.getSkill(ctx, name)
 	if err != nil {
 		return SkillView{}, err
+	}
+	var executor string
+	if patch.Executor != nil {
+		// The kind the Skill has now decides. One that does not resolve now is taken as an
+		// instruction Skill; should it come back as another kind, it shows unavailable, with
+		// the reason, until its executor is builtin again.
+		kind := KindInstructions
+		if sc, err := s.scanSkill(sk.Path, false); err == nil {
+			kind = sc.kind
+		}
+		if executor, err = checkSkillExecutor(*patch.Executor, kind); err != nil {
+			return SkillView{}, err
+		}
 	}
 	enable := patch.Enabled != nil && *patch.Enabled && !sk.Enabled
 	disable := patch.Enabled != nil && !*patch.Enabled && sk.Enabled
@@ -189,6 +237,9 @@ func (s *Service) UpdateSkill(ctx context.Context, name string, patch SkillPatch
 		}
 		if patch.Enabled != nil {
 			cur.Enabled = *patch.Enabled
+		}
+		if patch.Executor != nil {
+			cur.Executor = storedExecutor(executor)
 		}
 		if patch.Shortcut != nil {
 			if *patch.Shortcut && !cur.Shortcut {
@@ -243,6 +294,9 @@ type SkillView struct {
 	Skill
 	// Kind is how the Skill runs now (empty when it does not resolve).
 	Kind SkillKind `json:"kind,omitempty"`
+	// SandboxAsked is the sandbox policy SKILL.md asks for now (empty when it does not
+	// resolve); more than Sandbox (the grant) makes the Skill fail closed.
+	SandboxAsked runtime.Policy `json:"sandboxAsked,omitempty"`
 	// Resolvable reports that the link resolves to a directory that passes validation now.
 	Resolvable bool `json:"resolvable"`
 	// Projection is the state of the Skill's entry in the Pet workspace: ok, absent (a disabled
@@ -310,12 +364,36 @@ func notFoundSkill(name string, err error) error {
 	return err
 }
 
+// checkSkillExecutor validates an executor for a Skill of kind: only instruction Skills run on
+// an external CLI.
+func checkSkillExecutor(e string, kind SkillKind) (string, error) {
+	ex, err := checkExecutor(e)
+	if err != nil {
+		return "", err
+	}
+	if ex != ExecutorBuiltin && kind != KindInstructions {
+		return "", errs.New(errs.Invalid, "the executor %s runs instruction Skills (SKILL.md alone); this is a %s Skill", ex, kind)
+	}
+	return ex, nil
+}
+
+// storedExecutor is what the Skill record keeps: builtin as the empty default.
+func storedExecutor(ex string) string {
+	if ex == ExecutorBuiltin {
+		return ""
+	}
+	return ex
+}
+
 // viewSkill computes a Skill's live state; it never fails (problems become the Reason).
 func (s *Service) viewSkill(ctx context.Context, sk Skill) SkillView {
 	v := SkillView{Skill: sk}
+	v.Sandbox = sk.granted()
+	v.Executor = executorOf(sk)
 	st := s.skillState(ctx, sk)
 	if st.scan != nil {
 		v.Kind = st.scan.kind
+		v.SandboxAsked = st.scan.sandbox
 		v.Description = st.scan.description
 	}
 	v.Resolvable = st.resolveErr == nil

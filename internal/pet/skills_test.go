@@ -263,7 +263,8 @@ func TestSkillIsALinkNotACopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, reqs := ms.received()
-	if got := reqs[len(reqs)-1].Messages[0].Content; got != "New body." {
+	// The body follows the agent's fixed preamble.
+	if got := reqs[len(reqs)-1].Messages[0].Content; !strings.HasSuffix(got, "The Skill's instructions follow.\n\nNew body.") {
 		t.Fatalf("system prompt %q", got)
 	}
 	// Moving it away makes the Skill unresolvable: it refuses to run and records nothing.

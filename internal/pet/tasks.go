@@ -10,6 +10,7 @@ import (
 
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/store"
+	"github.com/pixie-dev/pixie/runtime"
 )
 
 var (
@@ -30,7 +31,7 @@ func runID(invID string, n int) string { return invID + "/" + fmt.Sprintf(seqFor
 // Run #1. The scope index key makes the Task unique per scope under concurrent callers: every
 // caller reads and writes pet-task-scope/<scope>, so the store serialises them (retrying
 // conflicts).
-func (s *Service) createInvocation(ctx context.Context, snap Snapshot, skill string, kind SkillKind, path, fingerprint string) (Task, Invocation, Run, error) {
+func (s *Service) createInvocation(ctx context.Context, snap Snapshot, skill string, kind SkillKind, path, fingerprint string, policy runtime.Policy) (Task, Invocation, Run, error) {
 	var task Task
 	var inv Invocation
 	var run Run
@@ -68,7 +69,7 @@ func (s *Service) createInvocation(ctx context.Context, snap Snapshot, skill str
 		if err := snapC.Insert(tx, inv.ID, snap); err != nil {
 			return err
 		}
-		run = Run{InvocationID: inv.ID, N: 1, Executor: kind, SkillPath: path, Fingerprint: fingerprint, Status: StatusRunning, Boot: s.boot, StartedAt: now}
+		run = Run{InvocationID: inv.ID, N: 1, Executor: kind, SkillPath: path, Fingerprint: fingerprint, Sandbox: policy, Status: StatusRunning, Boot: s.boot, StartedAt: now}
 		return runsC.Insert(tx, runID(inv.ID, 1), run)
 	})
 	return task, inv, run, err

@@ -2,6 +2,7 @@ package pet
 
 import (
 	"context"
+	"github.com/pixie-dev/pixie/runtime"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -40,7 +41,7 @@ func TestScopeIndexUnderConcurrentTransactions(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			task, _, _, err := svcs[i%2].createInvocation(ctx, snap, "a", KindInstructions, "/x", "")
+			task, _, _, err := svcs[i%2].createInvocation(ctx, snap, "a", KindInstructions, "/x", "", runtime.PolicyReadOnly)
 			tasks[i], errs[i] = task.ID, err
 		}()
 	}
@@ -77,7 +78,7 @@ func TestInterruptedRunIsTransient(t *testing.T) {
 	before, _ := New(context.Background(), Config{Store: st, Workspace: filepath.Join(t.TempDir(), "ws")})
 	after, _ := New(context.Background(), Config{Store: st, Workspace: filepath.Join(t.TempDir(), "ws")})
 	snap := Snapshot{Scope: ScopeIndependent, CapturedAt: time.Now().UTC()}
-	_, inv, _, err := before.createInvocation(ctx, snap, "a", KindInstructions, "/x", "")
+	_, inv, _, err := before.createInvocation(ctx, snap, "a", KindInstructions, "/x", "", runtime.PolicyReadOnly)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,6 +72,8 @@ type WheelEntry struct {
 	Slot      int    `json:"slot"`
 	Available bool   `json:"available"`
 	Reason    string `json:"reason,omitempty"`
+	// Sandbox is a Skill's granted sandbox policy (read-only or workspace-write).
+	Sandbox runtime.Policy `json:"sandbox,omitempty"`
 }
 
 // Wheel is the capability wheel.
@@ -108,7 +110,7 @@ func (s *Service) Wheel(ctx context.Context) (Wheel, error) {
 		}
 		v := s.viewSkill(ctx, sk)
 		all = append(all, WheelEntry{Kind: EntrySkill, Name: sk.Name, Label: sk.Name, Description: v.Description,
-			Available: v.Available, Reason: v.Reason})
+			Available: v.Available, Reason: v.Reason, Sandbox: v.Sandbox})
 	}
 	for i, e := range all {
 		if i >= WheelCapacity {
@@ -219,7 +221,7 @@ func (s *Service) executorAvailable(ctx context.Context, kind SkillKind) (bool, 
 			return false, "no " + string(kind) + " executor is configured"
 		}
 		if p, ok := ex.(Prober); ok {
-			if err := p.Probe(ctx, s.cfg.ScriptPolicy); err != nil {
+			if err := p.Probe(ctx, runtime.PolicyReadOnly); err != nil {
 				return false, msgOf(err)
 			}
 		}

@@ -93,6 +93,9 @@ type identity struct {
 	// notStep says why the request is not a step of the session's main agent (a subagent, a
 	// title, a token count); empty when it is one. Such a request takes no hints at all.
 	notStep string
+	// subagent is set when the request is a subagent's: its conversation is not the main
+	// agent's, so it takes only the session's tool-result replacements (by call id).
+	subagent bool
 }
 
 // identifyHeaders reads the identity the headers carry (see docs/hints.md for what each host
@@ -112,7 +115,7 @@ func identifyHeaders(ep endpoint, h http.Header) identity {
 		id.host = hostClaudeCode
 		id.session = h.Get(hdrClaudeSession)
 		if h.Get(hdrClaudeAgent) != "" {
-			id.notStep = "a Claude Code subagent"
+			id.notStep, id.subagent = "a Claude Code subagent", true
 		}
 	case h.Get(hdrCodexSession) != "" || h.Get(hdrCodexSession2) != "" || h.Get(hdrCodexTurnMeta) != "" ||
 		strings.HasPrefix(h.Get("Originator"), "codex"):
@@ -140,9 +143,9 @@ func identifyHeaders(ep endpoint, h http.Header) identity {
 		}
 		switch {
 		case h.Get(hdrCodexSubagent) != "" || h.Get(hdrCodexParent) != "" || meta.SubagentKind != "":
-			id.notStep = "a Codex subagent"
+			id.notStep, id.subagent = "a Codex subagent", true
 		case thread != "" && id.session != "" && thread != id.session:
-			id.notStep = "a Codex subagent (another thread)"
+			id.notStep, id.subagent = "a Codex subagent (another thread)", true
 		case meta.RequestKind != "" && meta.RequestKind != "turn":
 			id.notStep = "a Codex " + meta.RequestKind + " request"
 		case meta.ThreadSource != "" && meta.ThreadSource != "user":

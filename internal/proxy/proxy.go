@@ -29,12 +29,24 @@
 //
 // The session comes from the host's headers (identify.go), else from the body's metadata; a
 // request whose session cannot be told takes only global hints.
+//
+// # Replacements
+//
+// The same requests carry the session's rewrites (internal/rewrite, rewrite.go): a gate's
+// replacement of a user's prompt or of a structured tool result, which the host could not make
+// itself, is spliced into every request of the session that still holds the original (a pending
+// prompt rewrite into the next step's latest user message, then at that place; a tool result by
+// call id). Its first application is recorded before the request goes out. A session whose
+// rewrites cannot be read, recorded or applied (an unreadable store, a body over the limit or in
+// an encoding the proxy cannot decode) gets an error answer instead of the original. Hints are
+// added after the rewrites.
 package proxy
 
 import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -52,6 +64,7 @@ import (
 
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/hint"
+	"github.com/pixie-dev/pixie/internal/rewrite"
 	"github.com/pixie-dev/pixie/internal/store"
 )
 
@@ -72,6 +85,9 @@ type Hints interface {
 	Confirm(ctx context.Context, takeID string) (int, error)
 	Rollback(ctx context.Context, takeID string) (int, error)
 	Renew(ctx context.Context, takeID string) (time.Time, error)
+	// RenderOutOfHistory renders the message a step carries: the proxy keeps it out of the
+	// chat history, so its header says so (hint.Queue.RenderOutOfHistory).
+	RenderOutOfHistory(hs []hint.Hint) string
 }
 
 var _ Hints = (*hint.Queue)(nil)
@@ -84,6 +100,10 @@ type Config struct {
 	Store *store.Store
 	// Hints is the queue whose hints are injected; nil means nothing is ever injected.
 	Hints Hints
+	// Rewrites holds the sessions' replacements the hooks could not make (a user's message, a
+	// built-in tool's structured result; internal/rewrite), applied to every request of their
+	// session; nil means none.
+	Rewrites Rewrites
 	// AnthropicURL is the upstream of /v1/proxy/anthropic; empty means DefaultAnthropicURL.
 	AnthropicURL string
 	// OpenAIURL is the upstream of /v1/proxy/openai; empty means DefaultOpenAIURL.
@@ -91,7 +111,7 @@ type Config struct {
 	// InjectLimit is the largest request body read for injection, in bytes; zero means
 	// DefaultInjectLimit.
 	InjectLimit int64
-	// NoInject forwards every request unchanged (hints.delivery: hooks).
+	// NoInject injects no hints (hints.delivery: hooks); replacements still apply.
 	NoInject bool
 	// Lease is the hint queue's lease; while a step waits longer than a third of it for the
 	// upstream's status line, its take is renewed. Zero means hint.DefaultLease.
@@ -112,6 +132,7 @@ type ErrorWriter func(w http.ResponseWriter, r *http.Request, api API, err error
 type Proxy struct {
 	cfg       Config
 	hints     Hints
+	rewrites  Rewrites
 	upstreams map[API]*url.URL
 	transport http.RoundTripper
 	own       *http.Transport // the transport New made (nil with Config.Transport)
@@ -140,7 +161,7 @@ func New(_ context.Context, cfg Config) (*Proxy, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	p := &Proxy{cfg: cfg, hints: hints, upstreams: map[API]*url.URL{}, log: lg, seen: newSeen(st, lg)}
+	p := &Proxy{cfg: cfg, hints: hints, rewrites: cfg.Rewrites, upstreams: map[API]*url.URL{}, log: lg, seen: newSeen(st, lg)}
 	for api, raw := range map[API]string{Anthropic: cfg.AnthropicURL, OpenAI: cfg.OpenAIURL} {
 		u, err := url.Parse(strings.TrimRight(raw, "/"))
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -224,6 +245,19 @@ func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, api API, path stri
 	if err != nil {
 		var tooBig *tooLarge
 		if errors.As(err, &tooBig) {
+			// A session with replacements to make cannot have them skipped: the model would see
+			// what a gate replaced.
+			if id := identifyHeaders(x.ep, r.Header); id.session != "" && p.rewrites != nil {
+				rs, err := p.rewrites.For(r.Context(), id.session)
+				if err != nil {
+					writeErr(w, r, api, err)
+					return
+				}
+				if len(rs) > 0 {
+					writeErr(w, r, api, errs.New(errs.TooLarge, "Pixie: the request is over the proxy's %d-byte limit, and its session has replacements Pixie must make in it", p.cfg.InjectLimit))
+					return
+				}
+			}
 			p.log.Info("proxy: request body over the injection limit; forwarded without hints",
 				"api", api, "endpoint", x.ep.String(), "limit", p.cfg.InjectLimit)
 			x.forward(w, r, nil, io.MultiReader(bytes.NewReader(tooBig.head), r.Body), r.ContentLength)
@@ -232,12 +266,25 @@ func (p *Proxy) Serve(w http.ResponseWriter, r *http.Request, api API, path stri
 		writeErr(w, r, api, errs.Wrap(errs.Invalid, err, "cannot read the request body: %s", err.Error()))
 		return
 	}
-	take := p.prepare(r, x, body)
-	if take == nil {
+	prep, err := p.prepare(r, x, body)
+	if err != nil {
+		writeErr(w, r, api, err)
+		return
+	}
+	if prep == nil {
 		x.forward(w, r, nil, bytes.NewReader(body), int64(len(body)))
 		return
 	}
-	x.forward(w, r, take, bytes.NewReader(take.body), int64(len(take.body)))
+	x.forward(w, r, prep, bytes.NewReader(prep.body), int64(len(prep.body)))
+}
+
+// prepared is a request body the proxy edited: the session's replacements made, hints added.
+type prepared struct {
+	body []byte
+	// plain is true when body was decoded from a Content-Encoding and is sent without it.
+	plain bool
+	// take holds the hints the body carries (nil: none).
+	take *heldTake
 }
 
 // heldTake is a take injected into one request.
@@ -245,62 +292,131 @@ type heldTake struct {
 	id      string
 	session string
 	hints   int
-	body    []byte
-	// plain is true when body was decoded from a Content-Encoding and is sent without it.
-	plain bool
 }
 
-// prepare decides whether r is a step with hints to carry, and if so takes them and returns the
-// edited body; nil means forward the original bytes.
-func (p *Proxy) prepare(r *http.Request, x *exchange, body []byte) *heldTake {
-	if p.cfg.NoInject || p.hints == nil {
-		return nil
+// prepare edits r's body: it makes the session's replacements (rewrite.go) and, for a step with
+// hints to carry, takes them and adds them (inject.go). nil means forward the original bytes.
+// An error (the replacements cannot be read or recorded, or a body that holds them cannot be
+// decoded) answers the request: the model must not get what a gate replaced.
+func (p *Proxy) prepare(r *http.Request, x *exchange, body []byte) (*prepared, error) {
+	hints := !p.cfg.NoInject && p.hints != nil
+	if !hints && p.rewrites == nil {
+		return nil, nil
 	}
 	ctx := r.Context()
 	id := identifyHeaders(x.ep, r.Header)
-	if id.notStep != "" {
-		return nil
-	}
-	plain, encoded, err := decodeBody(r.Header.Get("Content-Encoding"), body, p.cfg.InjectLimit)
-	if err != nil {
-		p.log.Info("proxy: request body could not be decoded; forwarded without hints", "api", x.api, "err", err)
-		return nil
-	}
-	if id.session == "" {
+	plain, encoded, decErr := decodeBody(r.Header.Get("Content-Encoding"), body, p.cfg.InjectLimit)
+	if decErr == nil && id.session == "" {
 		if s := bodySession(x.ep, plain); validSession(s) {
 			id.session = s
 		}
 	}
-	if id.session != "" {
+	var rules []rewrite.Rule
+	if p.rewrites != nil && id.session != "" {
+		var err error
+		if rules, err = p.rewrites.For(ctx, id.session); err != nil {
+			p.log.Warn("proxy: reading the session's replacements failed; the request is refused", "session", id.session, "err", err)
+			return nil, err
+		}
+	}
+	if decErr != nil {
+		if len(rules) > 0 {
+			return nil, errs.New(errs.Invalid, "Pixie: the request body cannot be decoded (%v), and its session has replacements Pixie must make in it", decErr)
+		}
+		p.log.Info("proxy: request body could not be decoded; forwarded without hints", "api", x.api, "err", decErr)
+		return nil, nil
+	}
+	if id.session != "" && id.notStep == "" {
 		p.seen.mark(id.session)
 	}
+	// Whether the request is a step of the main agent; the body tells only for side queries,
+	// which are looked for when it matters.
+	step := func() bool {
+		if id.notStep != "" {
+			return false
+		}
+		if why := sideQuery(x.ep, id.host, plain); why != "" {
+			p.log.Debug("proxy: not a step", "session", id.session, "why", why)
+			id.notStep = why
+			return false
+		}
+		return true
+	}
+	out, changed := plain, false
+	if len(rules) > 0 && json.Valid(plain) {
+		mode := rewriteApplied
+		switch {
+		case id.subagent:
+			mode = rewriteToolResults
+		case hasPending(rules) && step():
+			mode = rewriteStep
+		}
+		edited, first, ok, err := applyRewrites(x.ep, plain, rules, mode)
+		if err != nil {
+			return nil, errs.Wrap(errs.Invalid, err, "Pixie: the request's replacements cannot be made: %s", err.Error())
+		}
+		// A rule's first place is recorded before the request goes out: the next request, where
+		// that message is no longer the latest, finds it there.
+		for _, f := range first {
+			if err := p.rewrites.Applied(ctx, id.session, f.id, f.index); err != nil && !errs.Is(err, errs.NotFound) {
+				p.log.Warn("proxy: recording a replacement failed; the request is refused", "session", id.session, "err", err)
+				return nil, err
+			}
+		}
+		if ok {
+			out, changed = edited, true
+			p.log.Info("proxy: replacements made", "api", x.api, "endpoint", x.ep.String(), "session", id.session, "first", len(first))
+		}
+	}
+	var take *heldTake
+	if hints && id.notStep == "" {
+		take, out = p.carryHints(ctx, x, id, out, step)
+		if take != nil {
+			changed = true
+		}
+	}
+	if !changed {
+		return nil, nil
+	}
+	return &prepared{body: out, plain: encoded, take: take}, nil
+}
+
+// hasPending reports whether a message rule still waits for its first application.
+func hasPending(rs []rewrite.Rule) bool {
+	for _, r := range rs {
+		if r.Kind == rewrite.KindMessage && !r.Bound {
+			return true
+		}
+	}
+	return false
+}
+
+// carryHints takes the hints of a step of id's session and adds them to body; a nil take means
+// none (body unchanged).
+func (p *Proxy) carryHints(ctx context.Context, x *exchange, id identity, body []byte, step func() bool) (*heldTake, []byte) {
 	pending, err := p.hints.HasPending(ctx, id.session)
 	if err != nil {
 		p.log.Warn("proxy: reading the hint queue failed; forwarded without hints", "session", id.session, "err", err)
-		return nil
+		return nil, body
 	}
-	if !pending {
-		return nil
-	}
-	if why := sideQuery(x.ep, id.host, plain); why != "" {
-		p.log.Debug("proxy: not a step; no hints", "session", id.session, "why", why)
-		return nil
+	if !pending || !step() {
+		return nil, body
 	}
 	take, err := p.hints.Take(ctx, id.session)
 	if err != nil {
 		p.log.Warn("proxy: taking hints failed; forwarded without hints", "session", id.session, "err", err)
-		return nil
+		return nil, body
 	}
 	if take.ID == "" || len(take.Hints) == 0 {
-		return nil
+		return nil, body
 	}
-	edited, err := inject(x.ep, plain, take.Message)
+	edited, err := inject(x.ep, body, p.hints.RenderOutOfHistory(take.Hints))
 	if err != nil {
 		p.finish(ctx, take.ID, false)
 		p.log.Info("proxy: the request has no place for hints; forwarded without them", "session", id.session, "err", err)
-		return nil
+		return nil, body
 	}
-	return &heldTake{id: take.ID, session: id.session, hints: len(take.Hints), body: edited, plain: encoded}
+	return &heldTake{id: take.ID, session: id.session, hints: len(take.Hints)}, edited
 }
 
 // finish confirms or rolls back a take; it runs even when ctx ended (the outcome is known).
@@ -327,6 +443,10 @@ func defaultErrorWriter(w http.ResponseWriter, _ *http.Request, api API, err err
 		st = http.StatusNotFound
 	case errs.Upstream:
 		st = http.StatusBadGateway
+	case errs.TooLarge:
+		st = http.StatusRequestEntityTooLarge
+	case errs.Unavailable:
+		st = http.StatusServiceUnavailable
 	}
 	var ce *errs.Error
 	msg := "internal error"
@@ -345,9 +465,10 @@ type exchange struct {
 	writeErr ErrorWriter
 }
 
-// forward sends r upstream with body and streams the answer back; take (nil: none) is confirmed
-// at a 2xx status line and rolled back otherwise.
-func (x *exchange) forward(w http.ResponseWriter, r *http.Request, take *heldTake, body io.Reader, n int64) {
+// forward sends r upstream with body and streams the answer back; prep (nil: the original
+// body) is the edited body, and its take (nil: none) is confirmed at a 2xx status line and
+// rolled back otherwise.
+func (x *exchange) forward(w http.ResponseWriter, r *http.Request, prep *prepared, body io.Reader, n int64) {
 	p := x.p
 	out := r.Clone(r.Context())
 	out.Body = io.NopCloser(body)
@@ -355,9 +476,11 @@ func (x *exchange) forward(w http.ResponseWriter, r *http.Request, take *heldTak
 	if n == 0 {
 		out.Body = http.NoBody
 	}
-	if take != nil {
+	var take *heldTake
+	if prep != nil {
+		take = prep.take
 		out.Header.Del("Content-Length")
-		if take.plain {
+		if prep.plain {
 			out.Header.Del("Content-Encoding")
 		}
 	}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/pixie-dev/pixie/internal/hint"
 	"github.com/pixie-dev/pixie/internal/proxy"
+	"github.com/pixie-dev/pixie/internal/rewrite"
 	"github.com/pixie-dev/pixie/internal/store"
 	"github.com/pixie-dev/pixie/internal/store/badgerstore"
 	"github.com/pixie-dev/pixie/internal/testutil/fakemodel"
@@ -54,6 +55,7 @@ type rig struct {
 	q     *hint.Queue
 	st    *store.Store
 	p     *proxy.Proxy
+	rw    *rewrite.Rules
 	front *httptest.Server
 	logs  *lockedBuffer
 }
@@ -72,7 +74,11 @@ func newRig(t *testing.T, cfg proxy.Config, qcfg hint.Config) *rig {
 	}
 	logs := &lockedBuffer{}
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	cfg.Store, cfg.Hints = st, q
+	rw, err := rewrite.New(context.Background(), rewrite.Config{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Store, cfg.Hints, cfg.Rewrites = st, q, rw
 	p, err := proxy.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +93,7 @@ func newRig(t *testing.T, cfg proxy.Config, qcfg hint.Config) *rig {
 		http.NotFound(w, r)
 	}))
 	t.Cleanup(func() { front.Close(); q.Close(context.Background()); st.Close() })
-	return &rig{t: t, q: q, st: st, p: p, front: front, logs: logs}
+	return &rig{t: t, q: q, st: st, p: p, rw: rw, front: front, logs: logs}
 }
 
 func (r *rig) url(api proxy.API) string { return r.front.URL + "/v1/proxy/" + string(api) }
@@ -945,5 +951,147 @@ func TestCloseClosesIdleUpstreamConnections(t *testing.T) {
 			t.Fatal("Close did not close the idle upstream connection")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// The message the proxy injects is the spec's, word for word: through the proxy the hint is in
+// one request and never in the chat history, so with hints.locale zh its header is the spec's
+// whole sentence ("…，不占对话历史，仅本条可见"), where the hooks' header leaves that claim out.
+func TestProxyMessageIsTheSpecsZh(t *testing.T) {
+	const spec = "📌 旁路提示（用户在任务执行过程中插入，不占对话历史，仅本条可见）\n" +
+		"请在本步参考下面的要求，然后继续原来的任务；不要停下来等待确认，也不要把它当作新的用户回合。\n" +
+		"1. 先跑测试"
+	up := fakemodel.NewAnthropic(t, fakemodel.Steps(fakemodel.Reply{Text: "好"}))
+	r := newRig(t, proxy.Config{AnthropicURL: up.URL}, hint.Config{Locale: "zh"})
+	r.put("s1", "先跑测试")
+	c := anthropicClient(r.url(proxy.Anthropic), aoption.WithHeader("X-Pixie-Session-Id", "s1"))
+	if _, err := streamMessage(t, c, "step"); err != nil {
+		t.Fatal(err)
+	}
+	reqs := up.Requests()
+	if len(reqs) != 1 || reqs[0].LastUser != "step\n"+spec {
+		t.Fatalf("the last user turn is %q, want the prompt and then\n%s", reqs[0].LastUser, spec)
+	}
+	// The hooks' rendering of the same hint keeps the shorter header (the claim is false there).
+	if got := r.q.Render([]hint.Hint{{Text: "先跑测试"}}); strings.Contains(got, "不占对话历史") || !strings.HasPrefix(got, "📌 旁路提示（用户在任务执行过程中插入）\n") {
+		t.Fatalf("the hooks' message: %q", got)
+	}
+}
+
+// post sends a raw Messages request for session through the proxy and returns the status and
+// the answer.
+func (r *rig) post(session, body string) (int, string) {
+	r.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, r.url(proxy.Anthropic)+"/v1/messages", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Anthropic-Version", "2023-06-01")
+	req.Header.Set("X-Api-Key", "sk-ant-client-secret-1")
+	if session != "" {
+		req.Header.Set("X-Pixie-Session-Id", session)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
+}
+
+// A session's replacements reach the upstream in every request that holds the original: the
+// replaced prompt in the step after the hook and in every later step (where it is no longer the
+// latest message), a built-in tool's replaced result wherever it appears; another session's
+// identical prompt is untouched, and so is every byte the rules do not name. Replacements and
+// hints go together.
+func TestRewritesInEveryRequest(t *testing.T) {
+	up := fakemodel.NewAnthropic(t, fakemodel.Steps(fakemodel.Reply{Text: "ok"}))
+	r := newRig(t, proxy.Config{AnthropicURL: up.URL}, hint.Config{})
+	ctx := context.Background()
+	if err := r.rw.ReplaceMessage(ctx, "s1", "ORIG-PROMPT: delete the build", "NEW-PROMPT: move ./build to ./trash"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.rw.ReplaceToolResult(ctx, "s1", "toolu_7", "TA-DIGEST: two files"); err != nil {
+		t.Fatal(err)
+	}
+	h := r.put("s1", "HINT-R: keep the logs")
+	const tools = `,"tools":[{"name":"Bash","input_schema":{"type":"object"}}],"max_tokens":10,"model":"m"}`
+	first := `{"messages":[{"role":"user","content":[{"type":"text","text":"<system-reminder>r</system-reminder>"},{"type":"text","text":"ORIG-PROMPT: delete the build"}]}]` + tools
+	later := `{"messages":[{"role":"user","content":[{"type":"text","text":"<system-reminder>r</system-reminder>"},{"type":"text","text":"ORIG-PROMPT: delete the build"}]},` +
+		`{"role":"assistant","content":[{"type":"tool_use","id":"toolu_7","name":"Bash","input":{"command":"ls"}}]},` +
+		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_7","content":[{"type":"text","text":"SECRET-OUTPUT a.txt b.txt"}]}]}]` + tools
+	for i, body := range []string{first, later, later} {
+		if st, out := r.post("s1", body); st != 200 || !strings.Contains(out, "ok") {
+			t.Fatalf("request %d: %d %s", i, st, out)
+		}
+	}
+	if st, _ := r.post("s2", first); st != 200 {
+		t.Fatalf("s2: %d", st)
+	}
+	reqs := up.Requests()
+	if len(reqs) != 4 {
+		t.Fatalf("%d upstream requests", len(reqs))
+	}
+	for i, q := range reqs[:3] {
+		if q.Contains("ORIG-PROMPT") || !q.Contains("NEW-PROMPT: move ./build to ./trash") || q.Contains("SECRET-OUTPUT") {
+			t.Fatalf("request %d of s1:\n%s", i, q.Body)
+		}
+		if i > 0 && (len(q.Results) != 1 || q.Results[0].CallID != "toolu_7" || !q.Contains(`"content":"TA-DIGEST: two files"`)) {
+			t.Fatalf("request %d: the tool result %+v", i, q.Results)
+		}
+	}
+	// The edits touch only the values they replace (and the hint only the last user turn).
+	want := strings.Replace(first, "ORIG-PROMPT: delete the build", "NEW-PROMPT: move ./build to ./trash", 1)
+	if got := string(reqs[0].Body); !strings.HasPrefix(got, strings.TrimSuffix(want, "]}]"+tools)) {
+		t.Fatalf("request 0 changed more than the prompt:\n%s\nwant the start of\n%s", got, want)
+	}
+	if string(reqs[2].Body) != strings.Replace(strings.Replace(later, "ORIG-PROMPT: delete the build", "NEW-PROMPT: move ./build to ./trash", 1),
+		`[{"type":"text","text":"SECRET-OUTPUT a.txt b.txt"}]`, `"TA-DIGEST: two files"`, 1) {
+		t.Fatalf("request 2 changed more than the replacements:\n%s", reqs[2].Body)
+	}
+	if countContaining(reqs, h.Text) != 1 || !reqs[0].Contains(h.Text) {
+		t.Fatalf("the hint is in %d requests, want the first only", countContaining(reqs, h.Text))
+	}
+	if string(reqs[3].Body) != first {
+		t.Fatalf("another session's request changed:\n%s", reqs[3].Body)
+	}
+	// The prompt rule is bound to its place, and kept.
+	rs, err := r.rw.For(ctx, "s1")
+	if err != nil || len(rs) != 2 || !rs[0].Bound || rs[0].Index != 0 || rs[1].AppliedAt.IsZero() {
+		t.Fatalf("rules after the requests: %+v %v", rs, err)
+	}
+}
+
+// When the session's replacements cannot be read, the request is refused (in the API's error
+// shape) rather than forwarded with what a gate replaced.
+func TestRewritesUnreadableRefuses(t *testing.T) {
+	up := fakemodel.NewAnthropic(t, fakemodel.Steps(fakemodel.Reply{Text: "ok"}))
+	r := newRig(t, proxy.Config{AnthropicURL: up.URL}, hint.Config{})
+	if err := r.rw.ReplaceMessage(context.Background(), "s1", "ORIG", "NEW"); err != nil {
+		t.Fatal(err)
+	}
+	r.st.Close()
+	st, out := r.post("s1", `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"ORIG"}]}`)
+	if st != http.StatusServiceUnavailable || !strings.Contains(out, `"type":"error"`) || len(up.Requests()) != 0 {
+		t.Fatalf("%d %s; the upstream got %d requests", st, out, len(up.Requests()))
+	}
+}
+
+// A body over the injection limit is forwarded unread, unless its session has replacements to
+// make in it: that request is refused (413), while another session's goes through.
+func TestRewritesBodyOverTheLimit(t *testing.T) {
+	up := fakemodel.NewAnthropic(t, fakemodel.Steps(fakemodel.Reply{Text: "ok"}))
+	r := newRig(t, proxy.Config{AnthropicURL: up.URL, InjectLimit: 200}, hint.Config{})
+	if err := r.rw.ReplaceMessage(context.Background(), "s1", "ORIG", "NEW"); err != nil {
+		t.Fatal(err)
+	}
+	big := `{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"ORIG ` + strings.Repeat("x", 300) + `"}]}`
+	if st, out := r.post("s1", big); st != http.StatusRequestEntityTooLarge || !strings.Contains(out, "replacements") {
+		t.Fatalf("s1: %d %s", st, out)
+	}
+	if st, _ := r.post("s2", big); st != 200 {
+		t.Fatalf("s2: %d", st)
+	}
+	if reqs := up.Requests(); len(reqs) != 1 || string(reqs[0].Body) != big {
+		t.Fatalf("the upstream got %d requests", len(reqs))
 	}
 }

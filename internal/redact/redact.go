@@ -6,14 +6,15 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Mask replaces a password.
 const Mask = "xxxxx"
 
 var (
-	kvPassword = regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
-	userInfo   = regexp.MustCompile(`(://[^:/@]*:)[^@]*@`)
+	kvPassword = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`) })
+	userInfo   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(://[^:/@]*:)[^@]*@`) })
 )
 
 // URL returns a connection URL (scheme://user:password@host/db?password=…) or keyword/value
@@ -21,11 +22,11 @@ var (
 // masked by pattern.
 func URL(raw string) string {
 	if !strings.Contains(raw, "://") {
-		return kvPassword.ReplaceAllString(raw, "${1}"+Mask)
+		return kvPassword().ReplaceAllString(raw, "${1}"+Mask)
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return kvPassword.ReplaceAllString(userInfo.ReplaceAllString(raw, "${1}"+Mask+"@"), "${1}"+Mask)
+		return kvPassword().ReplaceAllString(userInfo().ReplaceAllString(raw, "${1}"+Mask+"@"), "${1}"+Mask)
 	}
 	if u.User != nil {
 		if _, ok := u.User.Password(); ok {
@@ -51,7 +52,7 @@ func Password(raw string) string {
 			return u.Query().Get("password")
 		}
 	}
-	if m := kvPassword.FindStringSubmatch(raw); m != nil {
+	if m := kvPassword().FindStringSubmatch(raw); m != nil {
 		return strings.Trim(m[2], "'")
 	}
 	return ""

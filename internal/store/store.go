@@ -35,6 +35,8 @@
 //	hint-event/<revision>            on a shared store: a change's actions, for other replicas' streams (TTL)
 //	hint-running/<session>           on a shared store: sessions running a turn (TTL)
 //	hook-turn/<session>              a hook session's turn number and turn key, with TTL (internal/hooks)
+//	proxy-session/<session>          sessions the model-API proxy carried, with TTL (internal/proxy)
+//	rewrite/<session>/<rule>         replacements the model-API proxy makes in a session's requests, with TTL (internal/rewrite)
 //	pet-*/…                          Pet skills, drift marks, tasks, scope index, invocations, snapshots, runs, env values (full layout in internal/pet's package comment)
 //	lark-*/…                         Lark channel (internal/channel/lark, its Loci in …/lark/locus, images in …/lark/spool): binding/current, allow/<open_id>, session/<id>, session-chat/<chat>, child/<id>, locus/<id>, entry/<entry>, delivery/<locus>/<seq>, inbound/<time>, dedup/{e,m}/<id> (TTL); on a shared store also pair/current, meta/epoch, ready/<id>, settling/<id>, spool/<id>, spool-body/<id>/<n> (all TTL)
 //	cluster-replica/<instance>       on a shared store: each replica's URL and heartbeat (TTL) (internal/cluster)

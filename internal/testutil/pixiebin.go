@@ -31,7 +31,8 @@ var (
 	binErr  error
 )
 
-// PixieBinary builds ./cmd/pixie once per test process and returns the binary's path.
+// PixieBinary builds ./cmd/pixie once per test process, with the programs that ship beside it
+// (BuildCompanions), and returns the binary's path.
 func PixieBinary(t testing.TB) string {
 	t.Helper()
 	binOnce.Do(func() {
@@ -45,7 +46,9 @@ func PixieBinary(t testing.TB) string {
 		cmd.Dir = Root()
 		if out, err := cmd.CombinedOutput(); err != nil {
 			binErr = fmt.Errorf("go build ./cmd/pixie: %v\n%s", err, out)
+			return
 		}
+		binErr = BuildCompanions(dir)
 	})
 	if binErr != nil {
 		t.Fatal(binErr)
@@ -61,13 +64,73 @@ func PixieBinary(t testing.TB) string {
 // without namespaces. Otherwise it runs the tests, then removes what PixieBinary built for
 // them (built once per test process, into a folder no test's cleanup owns), and exits with the
 // tests' code.
+//
+// Before the tests it builds the sandbox init program beside the test binary, so that the bash
+// executors the tests make start it (sandbox.FindInit), as pixie serve starts the one make
+// build puts beside bin/pixie; the test binary itself then plays the verb only for executors
+// told to (bash.Config.Sandbox) and for Detect's probe of them.
 func Main(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == sandbox.Verb {
 		os.Exit(sandbox.Main(os.Args[2:]))
 	}
+	if err := buildInitBesideTest(); err != nil {
+		fmt.Fprintln(os.Stderr, "testutil.Main:", err)
+		os.Exit(1)
+	}
 	code := m.Run()
 	RemoveBuilt()
 	os.Exit(code)
+}
+
+// LonePixie returns the test pixie binary (PixieBinary) alone in a folder of its own, without
+// the programs that ship beside it: what `go build ./cmd/pixie` makes, which starts the slow
+// paths (runs start the pixie binary's sandbox verb; command hooks run pixie hook). It is a
+// hard link where the file system allows one, else a copy; the test's cleanup removes it.
+func LonePixie(t testing.TB) string {
+	t.Helper()
+	bin := PixieBinary(t)
+	p := filepath.Join(t.TempDir(), "pixie")
+	if err := os.Link(bin, p); err != nil {
+		raw, err := os.ReadFile(bin)
+		if err == nil {
+			err = os.WriteFile(p, raw, 0o755)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return p
+}
+
+// companions are the programs make build puts beside bin/pixie. They are built without cgo
+// (as make build does): static binaries start faster, and they need no C.
+var companions = []string{"./cmd/" + sandbox.InitName, "./cmd/pixie-hook"}
+
+// BuildCompanions builds the programs that ship beside the pixie binary into dir: the sandbox
+// init (cmd/pixie-sandbox) and the command hook adapter (cmd/pixie-hook).
+func BuildCompanions(dir string) error { return buildInto(dir, companions...) }
+
+func buildInto(dir string, pkgs ...string) error {
+	cmd := exec.Command("go", append([]string{"build", "-o", dir + string(filepath.Separator)}, pkgs...)...)
+	cmd.Dir = Root()
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %v\n%s", strings.Join(pkgs, " "), err, out)
+	}
+	return nil
+}
+
+// buildInitBesideTest builds the sandbox init program into the test binary's folder (go test's
+// own, removed after the run).
+func buildInitBesideTest() error {
+	self, err := os.Executable()
+	if err == nil {
+		self, err = filepath.EvalSymlinks(self)
+	}
+	if err != nil {
+		return fmt.Errorf("locating the test binary: %w", err)
+	}
+	return buildInto(filepath.Dir(self), companions[0])
 }
 
 // RemoveBuilt removes the binary PixieBinary built, if it did; a TestMain that cannot use Main
@@ -120,8 +183,14 @@ func (l *lockedBuffer) String() string {
 // until /healthz answers. The process is killed at test end if still running.
 func StartServer(t testing.TB, home string, env []string, args ...string) *Proc {
 	t.Helper()
+	return StartServerOf(t, PixieBinary(t), home, env, args...)
+}
+
+// StartServerOf is StartServer with another pixie binary (LonePixie).
+func StartServerOf(t testing.TB, bin, home string, env []string, args ...string) *Proc {
+	t.Helper()
 	for attempt := 1; ; attempt++ {
-		p, taken := startServer(t, FreeAddr(t), home, env, args...)
+		p, taken := startServer(t, bin, FreeAddr(t), home, env, args...)
 		if p != nil {
 			return p
 		}
@@ -137,7 +206,7 @@ func StartServer(t testing.TB, home string, env []string, args ...string) *Proc 
 // addresses before they start).
 func StartServerAt(t testing.TB, addr, home string, env []string, args ...string) *Proc {
 	t.Helper()
-	p, taken := startServer(t, addr, home, env, args...)
+	p, taken := startServer(t, PixieBinary(t), addr, home, env, args...)
 	if p == nil {
 		t.Fatalf("server could not listen on %s: the port is taken (%v)", addr, taken)
 	}
@@ -150,10 +219,10 @@ func listening(addr string) string { return "is listening on http://" + addr }
 // startServer starts the server and waits until /healthz answers and the server says it
 // listens on addr: a /healthz answer alone could be another process's on a port taken in the
 // meantime. It answers nil and true when the port was taken (the server has exited).
-func startServer(t testing.TB, addr, home string, env []string, args ...string) (*Proc, bool) {
+func startServer(t testing.TB, bin, addr, home string, env []string, args ...string) (*Proc, bool) {
 	t.Helper()
 	p := &Proc{Addr: addr, Home: home, URL: "http://" + addr, Stdout: &lockedBuffer{}, Stderr: &lockedBuffer{}}
-	p.Cmd = exec.Command(PixieBinary(t), append([]string{"serve", "--home", home, "--addr", addr}, args...)...)
+	p.Cmd = exec.Command(bin, append([]string{"serve", "--home", home, "--addr", addr}, args...)...)
 	p.Cmd.Env = append(cleanEnv(), env...)
 	p.Cmd.Stdout = p.Stdout
 	p.Cmd.Stderr = p.Stderr

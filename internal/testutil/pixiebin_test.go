@@ -21,7 +21,7 @@ func TestStartServerOnATakenPort(t *testing.T) {
 	go func() { _ = other.Serve(ln) }()
 	defer other.Close()
 
-	p, taken := startServer(t, ln.Addr().String(), filepath.Join(t.TempDir(), "home"), nil)
+	p, taken := startServer(t, PixieBinary(t), ln.Addr().String(), filepath.Join(t.TempDir(), "home"), nil)
 	if p != nil || !taken {
 		t.Fatalf("on a taken port: server %v, taken %v; want none, taken", p != nil, taken)
 	}

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	yaml "go.yaml.in/yaml/v3"
 )
@@ -26,7 +27,7 @@ func (e *Error) Error() string { return "line " + strconv.Itoa(e.Line) + ": " + 
 // Unwrap returns the parser's error.
 func (e *Error) Unwrap() error { return e.err }
 
-var syntaxErr = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+var syntaxErr = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^yaml: line (\d+): (.*)$`) })
 
 // Fix returns err with the line of raw where parsing first fails. Errors that are not syntax
 // errors (type errors, unknown fields) name their line correctly and are returned unchanged.
@@ -34,7 +35,7 @@ func Fix(raw []byte, err error) error {
 	if err == nil {
 		return nil
 	}
-	m := syntaxErr.FindStringSubmatch(err.Error())
+	m := syntaxErr().FindStringSubmatch(err.Error())
 	if m == nil {
 		return err
 	}
@@ -51,7 +52,7 @@ func Fix(raw []byte, err error) error {
 		if errors.As(perr, &te) {
 			return "", false
 		}
-		if mm := syntaxErr.FindStringSubmatch(perr.Error()); mm != nil {
+		if mm := syntaxErr().FindStringSubmatch(perr.Error()); mm != nil {
 			return mm[2], true
 		}
 		return perr.Error(), true

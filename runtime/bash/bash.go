@@ -3,12 +3,14 @@
 // the run contract's target on stdin, the PIXIE_* variables in a clean environment, and the
 // `pixie` helper first on PATH, and answers with the exit code and the capped stdout.
 //
-// Every run goes through runtime/sandbox: the executor starts the pixie binary's hidden sandbox
-// verb, which contains the run's processes (PID and mount namespaces where the machine allows
-// it, a child subreaper elsewhere), confines them with Landlock under the read-only and
-// workspace-write policies (failing closed with runtime.ErrUnsupported where that cannot be
-// enforced), starts bash and stays as the run's init. docs/sandbox.md describes the policies,
-// the containment and the environment a script sees.
+// Every run goes through runtime/sandbox: the executor starts the sandbox verb (in the small
+// pixie-sandbox program beside the pixie binary, else in the pixie binary itself), which
+// contains the run's processes (PID and mount namespaces where the machine allows it, a child
+// subreaper elsewhere), confines them with Landlock under the read-only and workspace-write
+// policies (with the ruleset the executor builds from the walk it keeps, sandbox.ReadRules;
+// failing closed with runtime.ErrUnsupported where that cannot be enforced), starts bash and
+// stays as the run's init. docs/sandbox.md describes the policies, the containment and the
+// environment a script sees.
 //
 // At the time limit, on cancellation, or as soon as stdout passes its cap, the run is stopped:
 // every process it started is killed, setsid, double-forked and daemonised ones included; when
@@ -54,8 +56,12 @@ type Config struct {
 	// Bash is the bash binary: a path, or a name looked up in PATH. Empty means "bash".
 	Bash string
 	// Sandbox is the command line that starts the sandbox verb; the sandbox arguments and the
-	// bash command line are appended to it. Empty means this binary (os.Executable) followed
-	// by sandbox.Verb, which cmd/pixie dispatches to sandbox.Main.
+	// bash command line are appended to it. Empty means the sandbox init program beside this
+	// binary (sandbox.InitName, when sandbox.FindInit accepts it), else this binary
+	// (os.Executable) followed by sandbox.Verb, which cmd/pixie dispatches to sandbox.Main: the
+	// same code in a binary that takes longer to start (Executor.Sandbox says which and why).
+	// The command must run this version's verb: it is handed options (such as the ruleset
+	// descriptor) that an older one does not know.
 	Sandbox []string
 	// PixieBinDir is a directory holding an executable named pixie (the helper), put first on
 	// the script's PATH. Empty means the executor's private directory (see TempDir), which then
@@ -92,10 +98,12 @@ type Config struct {
 type Executor struct {
 	bash     string
 	sandbox  []string
+	slow     string // why the sandbox is this binary rather than its init program
 	scratch  *scratch.Dir
 	binDir   string
 	iso      sandbox.Isolation
-	readable []string // the helper and its target, readable even inside Hidden
+	rules    *sandbox.ReadRules // the confined runs' rulesets, built here (Options.RulesetFD)
+	readable []string           // the helper and its target, readable even inside Hidden
 	path     string
 	baseEnv  []string
 	hidden   []string
@@ -183,7 +191,9 @@ func New(_ context.Context, cfg Config) (*Executor, error) {
 		}
 	}
 	if len(cfg.Sandbox) == 0 {
-		e.sandbox = []string{self, sandbox.Verb}
+		if e.sandbox, err = findInit(self); err != nil {
+			e.sandbox, e.slow = []string{self, sandbox.Verb}, err.Error()
+		}
 	} else {
 		e.sandbox = append([]string(nil), cfg.Sandbox...)
 		if e.sandbox[0], err = exec.LookPath(e.sandbox[0]); err != nil {
@@ -223,6 +233,7 @@ func New(_ context.Context, cfg Config) (*Executor, error) {
 	}
 	e.readable = []string{helper, target}
 	e.iso = detect(e.sandbox)
+	e.rules = sandbox.NewReadRules(e.hidden, e.iso.Namespaces)
 	return e, nil
 }
 
@@ -231,6 +242,30 @@ const scratchPrefix = "pixie-bin-"
 
 // Isolation reports how this executor contains the processes of a run (sandbox.Detect).
 func (e *Executor) Isolation() sandbox.Isolation { return e.iso }
+
+// Sandbox returns the command line that starts each run's sandbox and, when it is this binary
+// rather than the sandbox init program beside it (so each run takes about 10 ms more CPU), why.
+func (e *Executor) Sandbox() (command []string, slow string) {
+	return append([]string(nil), e.sandbox...), e.slow
+}
+
+// inits caches sandbox.FindInit per binary: it costs a start of the init program.
+var inits sync.Map // string → initFound
+
+type initFound struct {
+	command []string
+	err     error
+}
+
+func findInit(self string) ([]string, error) {
+	if v, ok := inits.Load(self); ok {
+		f := v.(initFound)
+		return f.command, f.err
+	}
+	command, err := sandbox.FindInit(self)
+	inits.Store(self, initFound{command, err})
+	return command, err
+}
 
 // detected caches sandbox.Detect per sandbox command: it is a fact of the machine, and costs a
 // start of the binary.
@@ -248,6 +283,9 @@ func detect(command []string) sandbox.Isolation {
 
 // Close removes the executor's private directory.
 func (e *Executor) Close(context.Context) error {
+	if e.rules != nil {
+		_ = e.rules.Close()
+	}
 	if e.scratch != nil {
 		return e.scratch.Close()
 	}
@@ -284,8 +322,19 @@ func (e *Executor) Run(ctx context.Context, req runtime.Request) (runtime.Result
 		Namespaces: e.iso.Namespaces,
 		StatusFD:   3,
 	}
+	var extra []*os.File
+	if req.Policy != runtime.PolicyFull {
+		// The ruleset from the walk this executor keeps (sandbox.ReadRules), so that the verb
+		// does not walk the file system again; if it cannot be built here, the verb builds it
+		// and says what is wrong.
+		if f, flags, err := e.rules.Ruleset(o.Writable, o.Readable, e.minABI); err == nil {
+			defer f.Close()
+			extra = append(extra, f)
+			o.RulesetFD, o.RulesetFlags = 4, flags
+		}
+	}
 	argv := append(append([]string(nil), e.sandbox...), o.Args(e.bash, req.Ref)...)
-	return e.run(ctx, argv, e.env(req, tmp), req, timeout)
+	return e.run(ctx, argv, e.env(req, tmp), req, timeout, extra)
 }
 
 // check validates req in place (cleaning its paths).

@@ -712,6 +712,41 @@ func TestNew(t *testing.T) {
 	}
 }
 
+// TestRunsStartTheSandboxInit: with the sandbox init program beside the binary (testutil.Main
+// builds it beside the test binary, as make build does beside bin/pixie), the executor starts
+// it for every run, and bash is its child; told another sandbox command, it starts that one.
+func TestRunsStartTheSandboxInit(t *testing.T) {
+	self, err := os.Executable()
+	if err == nil {
+		self, err = filepath.EvalSymlinks(self)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	init := filepath.Join(filepath.Dir(self), sandbox.InitName)
+	parent := script(t, `tr '\0' '\n' < /proc/$PPID/cmdline | head -n 1`)
+	for _, tt := range []struct {
+		name    string
+		sandbox []string
+		want    string
+	}{
+		{"init beside the binary", nil, init},
+		{"this binary's verb", []string{self, sandbox.Verb}, self},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newExecutor(t, Config{Sandbox: tt.sandbox})
+			command, slow := e.Sandbox()
+			if slow != "" || command[0] != tt.want {
+				t.Fatalf("Sandbox() = %q, %q; want %s", command, slow, tt.want)
+			}
+			res, err := e.Run(context.Background(), request(parent, t.TempDir(), runtime.PolicyFull))
+			if err != nil || res.Stdout != tt.want {
+				t.Fatalf("bash's parent is %q (%v), want %s", res.Stdout, err, tt.want)
+			}
+		})
+	}
+}
+
 func TestTrimBoundaryNewlines(t *testing.T) {
 	for in, want := range map[string]string{
 		"":                "",

@@ -40,7 +40,7 @@ const stopWait = 5 * time.Second
 
 // run starts the sandbox verb (argv), feeds it the target, supervises it and turns the outcome
 // into a Result or an error.
-func (e *Executor) run(ctx context.Context, argv []string, env []string, req runtime.Request, timeout time.Duration) (runtime.Result, error) {
+func (e *Executor) run(ctx context.Context, argv []string, env []string, req runtime.Request, timeout time.Duration, extra []*os.File) (runtime.Result, error) {
 	overflow := make(chan struct{})
 	var overflowOnce sync.Once
 	stdout := &capWriter{max: e.maxOut, onOver: func() { overflowOnce.Do(func() { close(overflow) }) }}
@@ -62,7 +62,7 @@ func (e *Executor) run(ctx context.Context, argv []string, env []string, req run
 		return failed, errs.Wrap(errs.Internal, err, "status pipe: %v", err)
 	}
 	defer statusR.Close()
-	cmd.ExtraFiles = []*os.File{w}
+	cmd.ExtraFiles = append([]*os.File{w}, extra...) // 3: the status pipe; 4: the ruleset
 	defer w.Close()
 
 	runCtx, cancel := context.WithTimeout(ctx, timeout)

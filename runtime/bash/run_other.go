@@ -4,6 +4,7 @@ package bash
 
 import (
 	"context"
+	"os"
 	"time"
 
 	"github.com/pixie-dev/pixie/internal/errs"
@@ -14,6 +15,6 @@ func supported() error {
 	return errs.Wrap(errs.Unavailable, runtime.ErrUnsupported, "%s: bash scripts run only on Linux", runtime.ErrUnsupported)
 }
 
-func (e *Executor) run(context.Context, []string, []string, runtime.Request, time.Duration) (runtime.Result, error) {
+func (e *Executor) run(context.Context, []string, []string, runtime.Request, time.Duration, []*os.File) (runtime.Result, error) {
 	return failed, supported()
 }

@@ -30,6 +30,11 @@ func isolations(t *testing.T) map[string]Isolation {
 	out := map[string]Isolation{"no namespaces": {Reason: "forced by the test"}}
 	if iso := Detect([]string{exe, Verb}); iso.Namespaces {
 		out["namespaces"] = iso
+		if parentRulesets {
+			// TestParentRulesets runs these again in the isolation the executor uses here (the
+			// other is covered by the tests through sandboxed, which has no namespaces).
+			delete(out, "no namespaces")
+		}
 	} else {
 		t.Logf("no namespaces here: %s", iso.Reason)
 	}
@@ -38,6 +43,12 @@ func isolations(t *testing.T) map[string]Isolation {
 
 // sandboxedIn runs `bash -c script` through the verb, started as Isolation iso starts it.
 func sandboxedIn(t *testing.T, iso Isolation, env []string, o Options, script string) outcome {
+	t.Helper()
+	return sandboxedWith(t, iso, env, o, script, parentRuleset(t, iso.Namespaces, &o))
+}
+
+// sandboxedWith is sandboxedIn with the verb given ruleset (Options.RulesetFD) when not nil.
+func sandboxedWith(t *testing.T, iso Isolation, env []string, o Options, script string, ruleset *os.File) outcome {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -55,8 +66,11 @@ func sandboxedIn(t *testing.T, iso Isolation, env []string, o Options, script st
 	o.StatusFD = 3
 	o.Namespaces = iso.Namespaces
 	cmd := exec.Command(exe, append([]string{Verb}, o.Args(bash, "-c", script)...)...)
-	cmd.Env = append([]string{"PATH=/usr/bin:/bin", "LANG=C"}, env...)
+	cmd.Env = append([]string{"PATH=/usr/bin:/bin", "LANG=C", noExitSleep}, env...)
 	cmd.ExtraFiles = []*os.File{w}
+	if ruleset != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, ruleset)
+	}
 	cmd.SysProcAttr = iso.Attr()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -327,5 +341,44 @@ func TestRootScriptCannotReadTheDisk(t *testing.T) {
 		if out.status != "" || out.stdout != "end\n" {
 			t.Errorf("%s: stdout %q status %q stderr %q", isoName, out.stdout, out.status, out.stderr)
 		}
+	}
+}
+
+// TestMaskHidesTheHomeUnderTheFullPolicy: with Mask, a full-policy run (no Landlock) reaches
+// nothing of the home from any cwd outside it, a root run cannot unmount the cover, and a run
+// without a mount namespace, or with its cwd inside the home, is refused instead of running
+// with the home in view.
+func TestMaskHidesTheHomeUnderTheFullPolicy(t *testing.T) {
+	h := newPixieHome(t)
+	before := h.state(t)
+	const unmount = `umount -l "$H" 2>/dev/null && echo UNMOUNTED; umount "$H" 2>/dev/null && echo UNMOUNTED; ` + attack
+	for isoName, iso := range isolations(t) {
+		for _, c := range []struct{ name, cwd string }{{"user home (~)", h.user}, {"project", filepath.Join(h.user, "project")}, {"root /", "/"}, {"inside the home", filepath.Join(h.home, "data")}} {
+			t.Run(isoName+"/"+c.name, func(t *testing.T) {
+				o := Options{Policy: runtime.PolicyFull, Mask: true, Cwd: c.cwd, Hidden: []string{h.home}}
+				out := sandboxedIn(t, iso, []string{"H=" + h.home, "HOME=" + h.user}, o, unmount)
+				if !iso.Namespaces || strings.HasPrefix(c.cwd, h.home) {
+					if out.exit != ExitFailure || !strings.HasPrefix(out.status, statusUnsupported) {
+						t.Fatalf("want a refusal; exit %d status %q stdout %q", out.exit, out.status, out.stdout)
+					}
+					return
+				}
+				if out.status != "" || !strings.HasSuffix(out.stdout, "done\n") {
+					t.Fatalf("the run failed: exit %d status %q stdout %q stderr %q", out.exit, out.status, out.stdout, out.stderr)
+				}
+				if strings.Contains(out.stdout, "LEAK") || strings.Contains(out.stdout, "WROTE") || strings.Contains(out.stdout, "UNMOUNTED") {
+					t.Fatalf("the home was reached:\n%s", out.stdout)
+				}
+				if after := h.state(t); after != before {
+					t.Fatalf("the home changed:\n%s", after)
+				}
+			})
+		}
+	}
+	// Without Mask the full policy hides nothing: the control that makes the pass above mean
+	// something.
+	out := sandboxedIn(t, Isolation{}, []string{"H=" + h.home, "HOME=" + h.user}, Options{Policy: runtime.PolicyFull, Cwd: h.user, Hidden: []string{h.home}}, attack)
+	if !strings.Contains(out.stdout, "LEAK(cat") {
+		t.Fatalf("unmasked full policy reached nothing: %q", out.stdout)
 	}
 }

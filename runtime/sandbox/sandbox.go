@@ -1,8 +1,11 @@
-// Package sandbox owns the hidden `pixie __sandbox` verb that every hook script and script Skill
-// runs under: it contains the run's processes, confines them according to the session's sandbox
-// policy, starts the program (normally bash and a hook script) and stays behind as the run's
-// init process until the program ends. Because Landlock restricts the calling thread and what it
-// starts, the server never restricts itself: each run pays one extra exec of the pixie binary.
+// Package sandbox owns the sandbox verb that every hook script and script Skill runs under: it
+// contains the run's processes, confines them according to the session's sandbox policy, starts
+// the program (normally bash and a hook script) and stays behind as the run's init process until
+// the program ends. Because Landlock restricts the calling thread and what it starts, the server
+// never restricts itself: each run starts the verb in a process of its own, in the small sandbox
+// init program beside pixie (InitName, cmd/pixie-sandbox, found by FindInit), or in the pixie
+// binary itself (`pixie __sandbox`, Verb). The parent builds the run's Landlock ruleset from a
+// walk it keeps (ReadRules) and hands it to the verb (Options.RulesetFD).
 //
 // Processes (docs/sandbox.md, "Processes"). Where the machine allows it (Detect), the parent
 // starts the verb in new PID and mount namespaces (and a user namespace when the server is not
@@ -19,7 +22,10 @@
 //     them (internal/confine: resolved paths, bind mounts, second mounts); write only to
 //     /dev/null and the run's private temporary directory (Writable).
 //   - workspace-write: as read-only, plus write access beneath the session's cwd.
-//   - full: no file-system restriction (trusted), but the same process containment.
+//   - full: no file-system restriction (trusted), but the same process containment. With Mask
+//     the Hidden directories are hidden all the same (over-mounted, which needs the run's mount
+//     namespace): for a program that confines its own children with a sandbox of its own that
+//     cannot start under Landlock (Codex's bubblewrap), yet must never see the Pixie home.
 //
 // Paths are compared resolved, never as given. A cwd that resolves inside a Hidden directory is
 // refused. A writable tree that holds a Hidden directory (workspace-write with the cwd at or
@@ -99,10 +105,22 @@ type Options struct {
 	// Namespaces tells the verb that its parent started it in new PID and mount namespaces
 	// (Isolation.Attr): it is PID 1 of the run and mounts a private /proc.
 	Namespaces bool
+	// Mask hides the Hidden directories under the full policy too, by over-mounting every alias
+	// of them with an empty read-only tmpfs, and drops the capabilities a root run could undo
+	// that with. It needs Namespaces: without a mount namespace the verb refuses to run
+	// ("unsupported"). The other policies hide them anyway.
+	Mask bool
 	// StatusFD is the descriptor of the status pipe's write end in the sandbox process
 	// (normally 3, the first of exec.Cmd.ExtraFiles); zero means none, and failures are only
 	// written to stderr.
 	StatusFD int
+	// RulesetFD is the descriptor of a Landlock ruleset the parent built for this run
+	// (ReadRules.Ruleset: the read rules, /dev/null, Writable and Readable), to which the verb
+	// adds what only it can reach (the run's own /proc, the cwd as it moved there) before it
+	// restricts itself with it; zero means none, and the verb builds the whole ruleset itself.
+	// RulesetFlags are the flags of landlock_restrict_self that go with it.
+	RulesetFD    int
+	RulesetFlags uint32
 
 	probe bool // Detect's run: set up the namespaces, then exit
 }
@@ -129,6 +147,12 @@ func (o Options) Args(program string, args ...string) []string {
 	}
 	if o.Namespaces {
 		out = append(out, "-ns")
+	}
+	if o.RulesetFD != 0 {
+		out = append(out, "-ruleset-fd", strconv.Itoa(o.RulesetFD), "-ruleset-flags", strconv.FormatUint(uint64(o.RulesetFlags), 10))
+	}
+	if o.Mask {
+		out = append(out, "-mask")
 	}
 	out = append(out, "--", program)
 	return append(out, args...)
@@ -170,6 +194,9 @@ func Main(args []string) int {
 	if o.StatusFD > 2 {
 		// Never let the status pipe reach the program.
 		closeOnExec(o.StatusFD)
+	}
+	if o.RulesetFD > 2 {
+		closeOnExec(o.RulesetFD)
 	}
 	if err != nil {
 		report(o.StatusFD, err)
@@ -237,6 +264,10 @@ func parse(args []string) (Options, []string, error) {
 	fs.Var((*listFlag)(&o.Hidden), "hide", "hidden directory")
 	fs.IntVar(&o.MinABI, "min-abi", 0, "minimum Landlock ABI")
 	fs.BoolVar(&o.Namespaces, "ns", false, "started in new PID and mount namespaces")
+	fs.IntVar(&o.RulesetFD, "ruleset-fd", 0, "Landlock ruleset descriptor")
+	var rulesetFlags uint64
+	fs.Uint64Var(&rulesetFlags, "ruleset-flags", 0, "landlock_restrict_self flags")
+	fs.BoolVar(&o.Mask, "mask", false, "hide the hidden directories under the full policy too")
 	fs.BoolVar(&o.probe, "probe", false, "only check that the namespaces can be set up")
 	if err := fs.Parse(args); err != nil {
 		return o, nil, fmt.Errorf("usage: %w", err)
@@ -246,6 +277,13 @@ func parse(args []string) (Options, []string, error) {
 	if o.StatusFD != 0 && o.StatusFD < 3 {
 		return o, nil, fmt.Errorf("status descriptor %d is not above stderr", o.StatusFD)
 	}
+	if o.RulesetFD != 0 && (o.RulesetFD < 3 || o.RulesetFD == o.StatusFD) {
+		return o, nil, fmt.Errorf("ruleset descriptor %d is not above stderr and apart from the status pipe", o.RulesetFD)
+	}
+	if rulesetFlags > 1<<31 {
+		return o, nil, fmt.Errorf("ruleset flags %d out of range", rulesetFlags)
+	}
+	o.RulesetFlags = uint32(rulesetFlags)
 	if !o.Policy.Valid() {
 		return o, nil, fmt.Errorf("unknown sandbox policy %q", policy)
 	}

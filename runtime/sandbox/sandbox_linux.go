@@ -249,6 +249,10 @@ func run(o Options, argv []string) (code, sig int, err error) {
 				return 0, 0, err
 			}
 		}
+	} else if o.Mask {
+		if err := maskFull(o, cwd); err != nil {
+			return 0, 0, err
+		}
 	}
 	if err := os.Chdir(cwd); err != nil {
 		return 0, 0, fmt.Errorf("cwd: %w", err)
@@ -285,6 +289,11 @@ func run(o Options, argv []string) (code, sig int, err error) {
 				start <- started{err: err}
 				return
 			}
+		} else if o.Mask {
+			if err := lockMasked(); err != nil {
+				start <- started{err: err}
+				return
+			}
 		}
 		pid, err := syscall.ForkExec(argv[0], argv, &syscall.ProcAttr{
 			Env:   os.Environ(),
@@ -318,6 +327,52 @@ func run(o Options, argv []string) (code, sig int, err error) {
 			signalAll(o, syscall.SIGTERM)
 		}
 	}
+}
+
+// maskFull hides the Hidden directories of a full-policy run (Options.Mask): it refuses a run
+// without a mount namespace and a cwd inside a hidden directory, and over-mounts every alias
+// (lockMasked then drops what could undo it).
+func maskFull(o Options, cwd string) error {
+	if !o.Namespaces {
+		return unsupported("hiding the Pixie home from this run needs a private mount namespace, which this machine does not give runs")
+	}
+	var hidden, readable []string
+	for _, h := range o.Hidden {
+		al, err := confine.Aliases(h)
+		if err != nil {
+			return fmt.Errorf("hidden directory: %w", err)
+		}
+		hidden = append(hidden, al...)
+	}
+	if h, ok := confine.WithinAny(cwd, hidden); ok {
+		return unsupported("the session cwd %s lies inside the Pixie home (%s); give the session a cwd outside it", described(o.Cwd, cwd), h)
+	}
+	for _, p := range o.Readable {
+		r, err := confine.Resolve(p)
+		if err != nil {
+			return fmt.Errorf("readable path: %w", err)
+		}
+		readable = append(readable, r)
+	}
+	if len(hidden) > 0 {
+		return mask(hidden, readable)
+	}
+	return nil
+}
+
+// lockMasked is the thread-level half of Options.Mask, applied on the thread that starts the
+// program (both are per-thread): no CAP_SYS_ADMIN, which could unmount the cover, and no new
+// privileges. The rest of the capabilities stay: a root program that builds its own sandbox
+// needs them (bubblewrap maps uid 0 into its user namespace with CAP_SETFCAP), and the mounts
+// it inherits are locked in that namespace, so nothing inside it can lift the cover.
+func lockMasked() error {
+	if os.Geteuid() == 0 {
+		_ = unix.Prctl(unix.PR_CAPBSET_DROP, unix.CAP_SYS_ADMIN, 0, 0, 0)
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return unsupported("prctl(PR_SET_NO_NEW_PRIVS): %v", err)
+	}
+	return nil
 }
 
 // plan resolves what a confined run may reach: every alias of the hidden directories, the
@@ -577,17 +632,26 @@ func restrictSelf(o Options, hidden, writable, readable []string) error {
 	if need := o.minABI(); v < need {
 		return unsupported("%s", abiMessage(v, need))
 	}
-	rules, err := rulesFor(o, hidden, writable, readable)
-	if err != nil {
-		return err
-	}
-	// No BestEffort: a configuration the kernel cannot enforce is an error, never a downgrade.
-	fd, flags, err := config(v).NewRulesetFD(rules...)
-	if err != nil {
-		return fmt.Errorf("landlock ruleset: %w", err)
-	}
-	if fd < 0 {
-		return unsupported("landlock produced no ruleset")
+	var fd int
+	var flags uint32
+	if o.RulesetFD > 0 {
+		// The parent built the rest (ReadRules.Ruleset, from the same walk and the same paths).
+		fd, flags = o.RulesetFD, o.RulesetFlags
+		if err := addOwnRules(fd, o, writable); err != nil {
+			return err
+		}
+	} else {
+		rules, err := rulesFor(o, hidden, writable, readable)
+		if err != nil {
+			return err
+		}
+		// No BestEffort: a configuration the kernel cannot enforce is an error, never a downgrade.
+		if fd, flags, err = config(v).NewRulesetFD(rules...); err != nil {
+			return fmt.Errorf("landlock ruleset: %w", err)
+		}
+		if fd < 0 {
+			return unsupported("landlock produced no ruleset")
+		}
 	}
 	defer unix.Close(fd)
 	if os.Geteuid() == 0 {
@@ -618,6 +682,37 @@ func dropCapabilities() {
 		// EINVAL: a capability this kernel does not know.
 		_ = unix.Prctl(unix.PR_CAPBSET_DROP, c, 0, 0, 0)
 	}
+}
+
+// addOwnRules adds to the parent's ruleset fd what only the verb can reach: the run's own
+// /proc (which it mounted) and, under workspace-write, the cwd as "." (it has moved there and
+// checked it), as rulesFor does.
+func addOwnRules(fd int, o Options, writable []string) error {
+	add := func(path string, access landlock.AccessFSSet) error {
+		pfd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC|unix.O_DIRECTORY, 0)
+		if err != nil {
+			return fmt.Errorf("landlock ruleset: %s: %w", path, err)
+		}
+		defer unix.Close(pfd)
+		if err := ll.LandlockAddPathBeneathRule(fd, &ll.PathBeneathAttr{ParentFd: pfd, AllowedAccess: uint64(access)}, 0); err != nil {
+			return fmt.Errorf("landlock ruleset: %s: %w", path, err)
+		}
+		return nil
+	}
+	if o.Namespaces {
+		if err := add("/proc", dirRead); err != nil {
+			return err
+		}
+	}
+	cwd, _ := os.Getwd()
+	for _, w := range writable {
+		if w == cwd {
+			if err := add(".", dirWrite); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // rulesFor lists what o allows; everything else in the handled rights is denied. The cwd rule
@@ -657,12 +752,42 @@ func rulesFor(o Options, hidden, writable, readable []string) ([]landlock.Rule, 
 // each of its ancestors one by one; the ancestors themselves get only the right to be listed
 // (inherited by everything below /, so hidden directories can be listed but their files cannot
 // be opened). Symbolic links among those siblings get no rule: Landlock checks the place a path
-// resolves to, which is covered by its own rule. Entries created after the run starts in an
-// ancestor of a hidden path are not readable.
+// resolves to, which is covered by its own rule. Entries created after the walk in an ancestor
+// of a hidden path are not readable.
 func readRules(hidden []string, ownProc bool) ([]landlock.Rule, error) {
-	rules := []landlock.Rule{landlock.PathAccess(ll.AccessFSReadDir, "/")}
+	var rules []landlock.Rule
+	err := walkRead(hidden, ownProc, nil, func(e readEntry) {
+		r := landlock.PathAccess(e.access, e.path)
+		if e.path != "/" {
+			r = r.IgnoreIfMissing()
+		}
+		rules = append(rules, r)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rules, nil
+}
+
+// readEntry is one rule of readRules: access on path.
+type readEntry struct {
+	path   string
+	access landlock.AccessFSSet
+	// runProc marks the rule on the run's own /proc (a PID namespace of its own): only the
+	// sandbox verb can add it, since the /proc it mounts is not the one its parent sees.
+	runProc bool
+}
+
+// walkRead is readRules's walk: it calls visit with each rule, the first being the right to
+// list / (which every path inherits), and, when not nil, listing with each directory it is
+// about to list.
+func walkRead(hidden []string, ownProc bool, listing func(dir string), visit func(readEntry)) error {
+	visit(readEntry{path: "/", access: ll.AccessFSReadDir})
 	var walk func(dir string) error
 	walk = func(dir string) error {
+		if listing != nil {
+			listing(dir)
+		}
 		entries, err := os.ReadDir(dir)
 		if err != nil {
 			return fmt.Errorf("listing %s: %w", dir, err)
@@ -674,7 +799,7 @@ func readRules(hidden []string, ownProc bool) ([]landlock.Rule, error) {
 			case e.Type()&fs.ModeDevice != 0 && e.Type()&fs.ModeCharDevice == 0:
 				// A block device.
 			case p == "/proc" && ownProc:
-				rules = append(rules, landlock.PathAccess(dirRead, p))
+				visit(readEntry{path: p, access: dirRead, runProc: true})
 			case isAncestor(p, hidden, ownProc) || p == "/dev":
 				if e.IsDir() {
 					if err := walk(p); err != nil {
@@ -683,17 +808,14 @@ func readRules(hidden []string, ownProc bool) ([]landlock.Rule, error) {
 				}
 			case e.Type()&fs.ModeSymlink != 0:
 			case e.IsDir():
-				rules = append(rules, landlock.PathAccess(dirRead, p).IgnoreIfMissing())
+				visit(readEntry{path: p, access: dirRead})
 			default:
-				rules = append(rules, landlock.PathAccess(fileRead, p).IgnoreIfMissing())
+				visit(readEntry{path: p, access: fileRead})
 			}
 		}
 		return nil
 	}
-	if err := walk("/"); err != nil {
-		return nil, err
-	}
-	return rules, nil
+	return walk("/")
 }
 
 // isHidden reports whether p is a hidden path or (without a PID namespace of the run's own) a

@@ -3,6 +3,7 @@
 package sandbox
 
 import (
+	"os"
 	"syscall"
 
 	"github.com/pixie-dev/pixie/internal/errs"
@@ -36,3 +37,22 @@ func probeNamespaces(Options) error { return unsupported("namespaces exist only 
 func run(Options, []string) (int, int, error) {
 	return 0, 0, unsupported("the sandbox needs Linux Landlock")
 }
+
+// FindInit reports that the init program is not used outside Linux.
+func FindInit(string) ([]string, error) {
+	return nil, unsupported("the sandbox init runs only on Linux")
+}
+
+// ReadRules builds no ruleset outside Linux.
+type ReadRules struct{}
+
+// NewReadRules returns rules that build nothing.
+func NewReadRules([]string, bool) *ReadRules { return &ReadRules{} }
+
+// Ruleset reports that Landlock is unavailable.
+func (*ReadRules) Ruleset([]string, []string, int) (*os.File, uint32, error) {
+	return nil, 0, unsupported("the sandbox needs Linux Landlock")
+}
+
+// Close does nothing.
+func (*ReadRules) Close() error { return nil }

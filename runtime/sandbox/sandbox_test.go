@@ -20,6 +20,10 @@ import (
 // fakeABIEnv makes the re-executed test binary pretend the kernel offers this Landlock ABI.
 const fakeABIEnv = "PIXIE_SANDBOX_TEST_FAKE_ABI"
 
+// noExitSleep keeps the re-executed test binary, when built with -race, from sleeping a second
+// before it exits (the race detector's atexit_sleep_ms): a second per run of the verb.
+const noExitSleep = "GORACE=atexit_sleep_ms=0"
+
 // TestMain lets the test binary play the pixie binary: `<test binary> __sandbox …` runs Main.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == Verb {
@@ -29,6 +33,12 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(Main(os.Args[2:]))
 	}
+	if len(os.Args) == 2 && os.Args[1] == FingerprintArg {
+		// Playing the init program (cmd/pixie-sandbox) for TestFindInit.
+		os.Exit(InitMain(os.Args[1:], os.Stdout))
+	}
+	// The verbs this process starts with its environment (Detect's probe, FindInit's) too.
+	_ = os.Setenv("GORACE", strings.TrimPrefix(noExitSleep, "GORACE="))
 	os.Exit(m.Run())
 }
 
@@ -55,9 +65,13 @@ func sandboxed(t *testing.T, env []string, o Options, script string) outcome {
 	}
 	defer r.Close()
 	o.StatusFD = 3
+	ruleset := parentRuleset(t, false, &o)
 	cmd := exec.Command(exe, append([]string{Verb}, o.Args(sh, "-c", script)...)...)
-	cmd.Env = append([]string{"PATH=/usr/bin:/bin", "LANG=C"}, env...)
+	cmd.Env = append([]string{"PATH=/usr/bin:/bin", "LANG=C", noExitSleep}, env...)
 	cmd.ExtraFiles = []*os.File{w}
+	if ruleset != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, ruleset)
+	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
@@ -91,6 +105,7 @@ func TestOptionsArgsRoundTrip(t *testing.T) {
 		Readable: []string{"/srv/scripts/a.sh", "/opt/pixie/bin"},
 		Hidden:   []string{"/var/lib/pixie"},
 		MinABI:   5,
+		Mask:     true,
 		StatusFD: 3,
 	}
 	got, argv, err := parse(o.Args("/bin/bash", "/srv/scripts/a.sh", "--x"))

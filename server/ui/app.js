@@ -96,7 +96,7 @@ async function route() {
       throw new ApiError(0, 'network', `Cannot reach the Pixie server at ${location.origin} to open this page.`);
     }
     main.replaceChildren();
-    await mod.render(main, { api, h, toast, errorBox, fieldErrors, uid, params: new URLSearchParams(location.hash.split('?')[1] || '') });
+    await mod.render(main, { api, h, toast, errorBox, fieldErrors, uid, hints: hintsOn, params: new URLSearchParams(location.hash.split('?')[1] || '') });
   } catch (e) {
     // A route the server does not mount means that part of Pixie is not enabled there.
     main.replaceChildren(e.status === 404 && e.message === 'no such route'
@@ -104,10 +104,20 @@ async function route() {
   }
 }
 
+// hintsOn is whether the server has hints (hints.enabled, /v1/info): without them there is no
+// hint bar (its routes are not mounted) and no Edit and send.
+let hintsOn = false;
+
 async function start() {
   document.getElementById('app').hidden = false;
   document.getElementById('login').hidden = true;
-  hintBar(document.getElementById('hintbar'), { api, h, toast, errorBox, uid });
+  try {
+    const info = await api('GET', '/v1/info');
+    hintsOn = !info.hints || info.hints.enabled !== false;
+  } catch { hintsOn = true; /* the bar reports its own errors */ }
+  const bar = document.getElementById('hintbar');
+  if (hintsOn) hintBar(bar, { api, h, toast, errorBox, uid });
+  else { bar.replaceChildren(); bar.hidden = true; }
   import('./pages/pet.js').then((m) => m.petMascot(document.getElementById('pet-mascot'), { api, h, toast, errorBox, uid }))
     .catch((e) => document.getElementById('pet-mascot').replaceChildren(errorBox(e)));
   await route();

@@ -46,6 +46,10 @@ type Channel struct {
 
 	// sh is the part for stores other replicas share (shared.go).
 	sh sharedState
+
+	// askWait wakes the ask_main_session call waiting for a question's answer (ask.go).
+	askMu   sync.Mutex
+	askWait map[string]chan struct{}
 }
 
 // New returns the channel over cfg.Store and starts its worker and deadline sweep. A missing or
@@ -67,6 +71,7 @@ func New(ctx context.Context, cfg Config) (*Channel, error) {
 		st: st, cfg: cfg, log: cfg.Logger, met: newMetrics(cfg.Registerer),
 		started: cfg.Now().UTC(),
 		wake:    make(chan struct{}, 1),
+		askWait: map[string]chan struct{}{},
 	}
 	c.binder = &binder{st: st, secrets: secrets, log: c.log, baseURL: cfg.BaseURL, timeout: cfg.HTTPTimeout}
 	c.pair = &pairing{st: st, now: c.now}
@@ -147,20 +152,37 @@ type Status struct {
 	// Encrypted is true when an encrypt key is bound (events are encrypted and signed).
 	Encrypted bool `json:"encrypted"`
 	// Warnings name parts that are degraded without making the channel unavailable.
-	Warnings         []string    `json:"warnings,omitempty"`
-	DefaultWorkspace string      `json:"defaultWorkspace,omitempty"`
-	WorkspaceOK      bool        `json:"workspaceOk"`
-	Executor         string      `json:"executor"`
-	ModelConfigured  bool        `json:"modelConfigured"`
-	SpoolDir         string      `json:"spoolDir,omitempty"`
-	ImagesOK         bool        `json:"imagesOk"`
-	Pairing          PairingInfo `json:"pairing"`
-	Allowlisted      int         `json:"allowlisted"`
-	OwnerOpenID      string      `json:"ownerOpenId,omitempty"`
-	StartedAt        time.Time   `json:"startedAt"`
-	Watermark        time.Time   `json:"watermark"`
-	ReplayWindow     string      `json:"replayWindow"`
-	Drops            []DropCount `json:"drops"`
+	Warnings         []string `json:"warnings,omitempty"`
+	DefaultWorkspace string   `json:"defaultWorkspace,omitempty"`
+	WorkspaceOK      bool     `json:"workspaceOk"`
+	Executor         string   `json:"executor"`
+	ModelConfigured  bool     `json:"modelConfigured"`
+	SpoolDir         string   `json:"spoolDir,omitempty"`
+	ImagesOK         bool     `json:"imagesOk"`
+	// Agent is what the built-in executor's agent has here.
+	Agent        AgentStatus `json:"agent"`
+	Pairing      PairingInfo `json:"pairing"`
+	Allowlisted  int         `json:"allowlisted"`
+	OwnerOpenID  string      `json:"ownerOpenId,omitempty"`
+	StartedAt    time.Time   `json:"startedAt"`
+	Watermark    time.Time   `json:"watermark"`
+	ReplayWindow string      `json:"replayWindow"`
+	Drops        []DropCount `json:"drops"`
+}
+
+// AgentStatus is the built-in executor's agent as configured: its limits, its gates' preset,
+// and whether the shell tool (shell tier) and ask_main_session are available.
+type AgentStatus struct {
+	MaxSteps   int    `json:"maxSteps"`
+	MaxTokens  int    `json:"maxTokens"`
+	Timeout    string `json:"timeout"`
+	AskTimeout string `json:"askTimeout"`
+	// Preset is the preset whose gates check the tool calls ("" when no gates are wired).
+	Preset string `json:"preset,omitempty"`
+	// Shell is true when shell-tier entries get the shell tool (read-only sandbox).
+	Shell bool `json:"shell"`
+	// AskMainSession is true when the child can ask its main session (registered sessions).
+	AskMainSession bool `json:"askMainSession"`
 }
 
 // Status reports the channel's state.
@@ -175,6 +197,11 @@ func (c *Channel) Status(ctx context.Context) Status {
 		ReplayWindow:     c.cfg.ReplayWindow.String(),
 		Pairing:          c.pair.info(ctx),
 		Drops:            c.met.dropCounts(),
+		Agent: AgentStatus{MaxSteps: c.cfg.Agent.MaxSteps, MaxTokens: c.cfg.Agent.MaxTokens, Timeout: c.cfg.Agent.Timeout.String(),
+			AskTimeout: c.cfg.Agent.AskTimeout.String(), Shell: c.cfg.Agent.Shell != nil, AskMainSession: c.cfg.Agent.Hints != nil},
+	}
+	if c.cfg.Agent.Gates != nil {
+		s.Agent.Preset = c.cfg.Agent.Preset
 	}
 	if b := c.binder.live(); b != nil {
 		s.Bound, s.AppID, s.BotOpenID, s.BotName, s.Encrypted = true, b.appID, b.botOpenID, b.botName, b.encryptKey != ""

@@ -8,9 +8,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/pixie-dev/pixie/internal/agent"
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/model"
 	"github.com/pixie-dev/pixie/internal/store"
+	"github.com/pixie-dev/pixie/runtime"
 )
 
 // Defaults of Config. The deadline values and the pairing lifetime are the spec's.
@@ -30,6 +32,12 @@ const (
 	DefaultHTTPTimeout     = 20 * time.Second
 	DefaultHistoryTurns    = 10
 	DefaultMaxAllowlist    = 500
+
+	// The built-in executor's agent (Config.Agent).
+	DefaultAgentMaxSteps   = 12
+	DefaultAgentMaxTokens  = 100_000
+	DefaultAgentTimeout    = 15 * time.Minute
+	DefaultAgentAskTimeout = 10 * time.Minute
 
 	// PairTTL is how long a pairing code lives (spec: five minutes).
 	PairTTL = 5 * time.Minute
@@ -87,6 +95,8 @@ type Config struct {
 	HistoryTurns int
 	// Model is the Pixie model of the built-in executor; nil means none is configured.
 	Model model.Model
+	// Agent configures the built-in executor's agent: its limits, tools and gates.
+	Agent AgentConfig
 	// Secrets holds the binding's credentials; nil keeps them in memory only (tests).
 	Secrets Secrets
 	// Registerer receives the channel's metrics; nil registers them nowhere.
@@ -95,6 +105,38 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+}
+
+// AgentConfig configures the agent the built-in executor runs for each Delivery (internal/agent):
+// the child answers with list, read and search over its Locus's workspace, the shell under the
+// read-only policy on a shell-tier entry, and ask_main_session. Every field's zero value works.
+type AgentConfig struct {
+	// MaxSteps caps the model turns of one Delivery's run; zero means 12.
+	MaxSteps int
+	// MaxTokens caps the tokens of one run (input and output of every model call, summed); zero
+	// means 100000.
+	MaxTokens int
+	// Timeout bounds one run, within the Delivery's deadline; zero means 15m.
+	Timeout time.Duration
+	// AskTimeout bounds how long ask_main_session waits for the main session's answer (never
+	// past the run's own time, less 30 s it keeps to reply); zero means 10m.
+	AskTimeout time.Duration
+	// ShellTimeout bounds one shell command; zero means agent.DefaultShellTimeout (60s).
+	ShellTimeout time.Duration
+	// Shell runs the shell tool's commands (the bash executor) on shell-tier entries, always
+	// under the read-only sandbox policy; nil means no shell tool is offered.
+	Shell runtime.Executor
+	// Gates checks every tool call and its result (tool-before, tool-after) with the gates of
+	// Preset, as any agent host's; nil means no gates.
+	Gates agent.Gates
+	// Preset is the preset whose gates apply; required with Gates.
+	Preset string
+	// Hidden are directories the file tools never show, even inside a workspace; empty means
+	// Home (the Pixie home: the admin token, the credentials, the store).
+	Hidden []string
+	// Hints queues a question for the main session as a hint (internal/hint); nil means
+	// ask_main_session is not offered.
+	Hints HintSender
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -150,6 +192,34 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.HistoryTurns == 0 {
 		c.HistoryTurns = DefaultHistoryTurns
+	}
+	a := &c.Agent
+	if a.MaxSteps < 0 || a.MaxTokens < 0 || a.Timeout < 0 || a.AskTimeout < 0 || a.ShellTimeout < 0 {
+		return c, errs.New(errs.Invalid, "lark: the agent's limits must not be negative")
+	}
+	if a.MaxSteps == 0 {
+		a.MaxSteps = DefaultAgentMaxSteps
+	}
+	if a.MaxTokens == 0 {
+		a.MaxTokens = DefaultAgentMaxTokens
+	}
+	if a.Timeout == 0 {
+		a.Timeout = DefaultAgentTimeout
+	}
+	if a.AskTimeout == 0 {
+		a.AskTimeout = min(DefaultAgentAskTimeout, a.Timeout)
+	}
+	if a.Timeout > c.MaxDeadline {
+		return c, errs.New(errs.Invalid, "lark: the agent's time limit (%s) is beyond a Delivery's maximum deadline (%s)", a.Timeout, c.MaxDeadline)
+	}
+	if a.AskTimeout > a.Timeout {
+		return c, errs.New(errs.Invalid, "lark: the agent's ask timeout (%s) is beyond its time limit (%s)", a.AskTimeout, a.Timeout)
+	}
+	if a.Gates != nil && a.Preset == "" {
+		return c, errs.New(errs.Invalid, "lark: the agent's gates need a preset")
+	}
+	if len(a.Hidden) == 0 && c.Home != "" {
+		a.Hidden = []string{c.Home}
 	}
 	switch c.Executor {
 	case "":

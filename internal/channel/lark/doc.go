@@ -21,8 +21,10 @@
 //     its locks), allowlist.go and pairing.go (access; pairing: the pending code, in memory or
 //     in the shared store),
 //     delivery.go (the Lark side of the Delivery lifecycle: reply, reactions, images, the
-//     sweep, recovery), executor.go (the built-in executor), qa.go (the Q&A group action) and
-//     shared.go (replicas).
+//     sweep, recovery), executor.go (the built-in executor: the agent loop of internal/agent
+//     with read-only tools over the Locus's workspace and the Delivery's images as image
+//     content), ask.go (ask_main_session and the main session's answers), qa.go (the Q&A group
+//     action) and shared.go (replicas).
 //
 // # Key layout
 //
@@ -32,6 +34,8 @@
 //	lark-allow/<open_id>                  an allowlisted sender (AllowEntry)
 //	lark-inbound/<time>-<counter>[-<replica>]  an admitted event waiting for the worker
 //	lark-dedup/e/<event id>, m/<message id>    de-duplication marks (TTL Config.DedupTTL)
+//	lark-question/<id>                    a child's question to its main session (Question: pending, answered or
+//	                                      expired; TTL QuestionTTL, 24h from the question)
 //
 // the Loci's (locus's doc has the detail):
 //
@@ -63,7 +67,8 @@
 //     Config.MaxQueue others (beyond that the event is dropped as queue_full).
 //   - Current: accepted now, with a deadline Config.InitialDeadline away. Activation follows,
 //     once per process and under the Locus's side lock: the working reaction on the triggering
-//     message, its images into the spool, and, for the built-in executor, a model turn. An
+//     message, its images into the spool, and, for the built-in executor, an agent run (its
+//     tool calls recorded on the Delivery as they are made; its final text the reply). An
 //     external executor pulls it with Current (which waits for the activation) or WaitCurrent,
 //     and may move its deadline with Wait, never past Config.MaxDeadline after acceptance.
 //   - Settled: Finish (a reply or a reason not to reply: done), Cancel or an executor failure

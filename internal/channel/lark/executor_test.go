@@ -12,6 +12,8 @@ import (
 
 	"github.com/pixie-dev/pixie/internal/channel/lark/larkapi"
 	"github.com/pixie-dev/pixie/internal/errs"
+	"github.com/pixie-dev/pixie/internal/model"
+	"github.com/pixie-dev/pixie/internal/testutil/fakechat"
 )
 
 // pngBytes is a real PNG header (enough for content sniffing) plus a body.
@@ -124,15 +126,20 @@ func TestSpoolModeIsRepaired(t *testing.T) {
 }
 
 func TestBuiltinExecutor(t *testing.T) {
-	oa, m := newFakeOpenAI(t, func(last string) (string, int) {
+	srv := fakechat.NewScript(t, func(c fakechat.Call) fakechat.Turn {
+		last := c.Messages[len(c.Messages)-1].Text
 		switch {
 		case strings.Contains(last, "fail please"):
-			return "upstream exploded", 500
+			return fakechat.Turn{Status: 500}
 		case strings.Contains(last, "silence"):
-			return "   ", 200
+			return fakechat.Turn{Text: "   "}
 		}
-		return "The build runs make check. Ask @Bob.", 200
+		return fakechat.Turn{Text: "The build runs make check. Ask @Bob."}
 	})
+	m, err := model.New(model.Config{Provider: "openai", BaseURL: srv.URL, Model: "m", APIKey: "sk-test", Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
 	h := newHarness(t, withConfig(func(c *Config) { c.Executor, c.Model = ExecutorBuiltin, m }))
 	h.allow(alice)
 	h.fake.members["oc_b"] = []larkapi.Member{{OpenID: alice, Name: "Alice"}, {OpenID: bob, Name: "Bob"}}
@@ -149,12 +156,11 @@ func TestBuiltinExecutor(t *testing.T) {
 	if got := h.callsFor(e1.messageID); got[3] != "react "+e1.messageID+" DONE" {
 		t.Fatalf("calls %v", got)
 	}
-	first := oa.requests()[0]
-	q := first.Messages[len(first.Messages)-1].Content
-	if !strings.Contains(q, "what does the build do?") || !strings.Contains(q, "[image 1 attached: image/png") {
-		t.Fatalf("prompt: %q", q)
+	first := srv.Calls()[0]
+	if q := first.User; !strings.Contains(q, "From Alice:") || !strings.Contains(q, "what does the build do?") || len(first.Images) != 1 {
+		t.Fatalf("prompt: %q, %d images", q, len(first.Images))
 	}
-	if first.Messages[0].Role != "system" || !strings.Contains(first.Messages[0].Content, "child session") {
+	if first.Messages[0].Role != "system" || !strings.Contains(first.System, "child session") {
 		t.Fatalf("no child identity in the system prompt: %+v", first.Messages[0])
 	}
 	entries, _ := os.ReadDir(h.cfg.SpoolDir)
@@ -163,13 +169,12 @@ func TestBuiltinExecutor(t *testing.T) {
 	}
 
 	// The child keeps its own short history.
-	e2 := h.ask(alice, "oc_b", "and the tests?")
+	h.ask(alice, "oc_b", "and the tests?")
 	waitFor(t, "second reply", func() bool { return len(h.fake.replyList()) == 2 })
-	second := oa.requests()[1]
-	if len(second.Messages) != 4 || second.Messages[1].Content == "" || second.Messages[2].Role != "assistant" {
+	second := srv.Calls()[1]
+	if len(second.Messages) != 4 || second.Messages[1].Text == "" || second.Messages[2].Role != "assistant" {
 		t.Fatalf("history not passed: %+v", second.Messages)
 	}
-	_ = e2
 
 	// A model failure fails the Delivery: failed reaction, no reply.
 	e3 := h.ask(alice, "oc_b", "fail please")
@@ -196,6 +201,9 @@ func TestBuiltinExecutor(t *testing.T) {
 	}
 	if d.Deliveries[2].FailReason == "" || d.Deliveries[3].NoReplyReason == "" {
 		t.Fatalf("reasons missing: %+v", d.Deliveries)
+	}
+	if a := d.Deliveries[2].Agent; a == nil || !strings.Contains(a.Error, "the Pixie model failed") {
+		t.Fatalf("the failed run's record: %+v", a)
 	}
 }
 

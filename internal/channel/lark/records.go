@@ -26,6 +26,8 @@ type (
 	FinishRequest  = locus.FinishRequest
 	WaitRequest    = locus.WaitRequest
 	WaitResult     = locus.WaitResult
+	AgentRun       = locus.AgentRun
+	AgentToolCall  = locus.ToolCall
 )
 
 // Tool tiers of a Locus (locus.TierRead, locus.TierShell).

@@ -41,6 +41,8 @@ func TestSuitesOverPostgres(t *testing.T) {
 		"ImageSpool": TestImageSpool, "BuiltinExecutor": TestBuiltinExecutor, "Deduplication": TestDeduplication,
 		"WhoMayAsk": TestWhoMayAsk, "ControlCommands": TestControlCommands, "Binding": TestBinding,
 		"FIFOAcrossRestart": TestFIFOAcrossRestart,
+		// The built-in agent: the images come from the store, an answer is found by polling it.
+		"AgentReadsTheWorkspace": TestAgentReadsTheWorkspace, "AgentSeesImages": TestAgentSeesImages, "AskMainSession": TestAskMainSession,
 	} {
 		t.Run(name, f)
 	}

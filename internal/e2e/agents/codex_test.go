@@ -20,6 +20,7 @@ import (
 type codexRun struct {
 	ThreadID string // the hooks' session_id
 	Final    string // the last agent message
+	Stdout   string // the --json events
 	Stderr   string
 	HookRuns int // "hook: … Completed/Blocked/Failed" lines on stderr
 	Failed   []string
@@ -38,7 +39,7 @@ func runCodex(t *testing.T, codex, proj string, env []string, prompt string) cod
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("codex exec %q: %v\nstdout %s\nstderr %s", prompt, err, stdout.String(), stderr.String())
 	}
-	run := codexRun{Stderr: stderr.String()}
+	run := codexRun{Stdout: stdout.String(), Stderr: stderr.String()}
 	sc := bufio.NewScanner(&stdout)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
@@ -78,14 +79,9 @@ func execCommand(cmd string) fakemodel.Call {
 	return fakemodel.Call{Name: "exec_command", Input: map[string]any{"cmd": cmd}}
 }
 
-// TestCodex drives Codex 0.171.0 (`codex exec`) through every point, set up by `pixie init codex
-// --write` as it writes the project, first without and then with --trust, and with no Pixie
-// variable in the agent's environment.
-func TestCodex(t *testing.T) {
-	codex := testutil.Tool(t, testutil.ToolCodex)
-	t.Parallel()
-	r := newRig(t)
-	srv := fakemodel.NewOpenAI(t, scripted(
+// codexScenarios are the fake model's answers for every scenario of the Codex tests.
+func codexScenarios() fakemodel.Script {
+	return scripted(
 		scenario{"S-DENY", fakemodel.Steps(fakemodel.Reply{Calls: []fakemodel.Call{execCommand("touch ran-deny.txt; echo DENY-ME")}}, fakemodel.Reply{Text: "done"})},
 		scenario{"S-WITHHOLD", fakemodel.Steps(fakemodel.Reply{Calls: []fakemodel.Call{execCommand("printf 'SECRET-%s' VALUE42")}}, fakemodel.Reply{Text: "done"})},
 		scenario{"S-REPLACE", fakemodel.Steps(fakemodel.Reply{Calls: []fakemodel.Call{execCommand("printf 'REDACT-%s' VALUE43")}}, fakemodel.Reply{Text: "done"})},
@@ -98,6 +94,7 @@ func TestCodex(t *testing.T) {
 		}},
 		scenario{"S-HINT", fakemodel.Steps(fakemodel.Reply{Calls: []fakemodel.Call{execCommand("echo one")}},
 			fakemodel.Reply{Calls: []fakemodel.Call{execCommand("echo two")}}, fakemodel.Reply{Text: "done"})},
+		scenario{"S-UM", fakemodel.Steps(fakemodel.Reply{Calls: []fakemodel.Call{execCommand("echo listing")}}, fakemodel.Reply{Text: "done"})},
 		scenario{"S-AGENT", fakemodel.Steps(fakemodel.Reply{Calls: []fakemodel.Call{{Name: "spawn_agent", Input: map[string]any{"message": "AGENT-BAD check the files"}}}},
 			fakemodel.Reply{Text: "done"})},
 		scenario{"S-MCP", fakemodel.Steps(
@@ -105,24 +102,51 @@ func TestCodex(t *testing.T) {
 			fakemodel.Reply{Calls: []fakemodel.Call{{Name: "hint_status", Input: map[string]any{"sessionId": "*"}}}},
 			fakemodel.Reply{Text: "done"})},
 		scenario{"S-UNTRUSTED", fakemodel.Steps(fakemodel.Reply{Calls: []fakemodel.Call{execCommand("touch ran-untrusted.txt; echo DENY-ME")}}, fakemodel.Reply{Text: "done"})},
-	))
+	)
+}
+
+// rolloutsContaining lists Codex's session rollouts (its kept history) that hold s.
+func rolloutsContaining(t *testing.T, codexHome, s string) []string {
+	t.Helper()
+	var out []string
+	_ = filepath.Walk(filepath.Join(codexHome, "sessions"), func(p string, info os.FileInfo, err error) error {
+		if err == nil && !info.IsDir() {
+			if b, _ := os.ReadFile(p); strings.Contains(string(b), s) {
+				out = append(out, p)
+			}
+		}
+		return nil
+	})
+	return out
+}
+
+// TestCodex drives Codex 0.171.0 (`codex exec`) through every point, set up by `pixie init codex
+// --write` as it writes the project and the user's Codex config (by default the model-API
+// proxy as its model provider), first without and then with --trust, with only PIXIE_TOKEN in
+// the agent's environment (the proxy's credential; the command hooks read the home's token
+// file). What only the proxy can do is checked there; a second set-up with --no-proxy checks
+// that the hooks alone still work as before.
+func TestCodex(t *testing.T) {
+	codex := testutil.Tool(t, testutil.ToolCodex)
+	t.Parallel()
+	srv := fakemodel.NewOpenAI(t, codexScenarios())
+	r := newRig(t, "PIXIE_PROXY_OPENAI_URL="+srv.URL)
 
 	proj, userHome, codexHome := t.TempDir(), t.TempDir(), t.TempDir()
 	if out, err := exec.Command("git", "init", "-q", proj).CombinedOutput(); err != nil {
 		t.Fatalf("git init: %v %s", err, out)
 	}
-	// The user's own Codex configuration: the model provider (the fake).
-	cfg := "model = \"gpt-test\"\nmodel_provider = \"fake\"\n\n[model_providers.fake]\nname = \"fake\"\nbase_url = \"" + srv.URL + "/v1\"\nwire_api = \"responses\"\nenv_key = \"FAKE_OPENAI_KEY\"\n"
-	if err := os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(cfg), 0o644); err != nil {
+	// The user's own Codex configuration; init adds Pixie's model provider and selects it.
+	if err := os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte("model = \"gpt-test\"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	env := []string{"HOME=" + userHome, "CODEX_HOME=" + codexHome, "FAKE_OPENAI_KEY=k"}
-	initEnv := append([]string{"PIXIE_CODEX_BIN=" + codex}, env...)
+	env := []string{"HOME=" + userHome, "CODEX_HOME=" + codexHome, "PIXIE_TOKEN=" + r.token}
+	initEnv := []string{"PIXIE_CODEX_BIN=" + codex, "HOME=" + userHome, "CODEX_HOME=" + codexHome}
 
 	t.Run("untrusted hooks are skipped without a word, and doctor says so", func(t *testing.T) {
 		out := r.pixieOK(proj, initEnv, "init", "codex", "--write", "--url", r.proc.URL, "--home", r.home)
-		if !strings.Contains(out, "WITHOUT A WORD") || !strings.Contains(out, "pixie init codex --write --trust") {
-			t.Fatalf("init does not explain Codex's trust:\n%s", out)
+		if !strings.Contains(out, "WITHOUT A WORD") || !strings.Contains(out, "pixie init codex --write --trust") || !strings.Contains(out, "wrote the model-API proxy into") {
+			t.Fatalf("init does not explain Codex's trust or set up the proxy:\n%s", out)
 		}
 		res := runCodex(t, codex, proj, env, "S-UNTRUSTED: run it")
 		// What the issue saw: no hook ran, nothing said so, and the command ran ungated.
@@ -164,6 +188,16 @@ func TestCodex(t *testing.T) {
 			t.Fatal("the denied command ran")
 		}
 	})
+	t.Run("the model requests go through the proxy", func(t *testing.T) {
+		for _, q := range srv.Requests() {
+			if q.Header.Get("X-Pixie-Token") != "" || strings.Contains(q.Header.Get("Authorization"), r.token) {
+				t.Fatalf("request %d reached the fake with Pixie's token: %v", q.Index, q.Header)
+			}
+		}
+		if len(srv.Requests()) == 0 {
+			t.Fatal("no request reached the fake")
+		}
+	})
 	t.Run("tool-after block withholds the result", func(t *testing.T) {
 		run("S-WITHHOLD: run the command")
 		reqs := requestsOf(srv, "S-WITHHOLD")
@@ -191,7 +225,7 @@ func TestCodex(t *testing.T) {
 			t.Fatalf("record: %+v", rec)
 		}
 	})
-	t.Run("a reason without a stop is a note", func(t *testing.T) {
+	t.Run("a reason without a stop is a note, which a gate with showInChat off keeps to its record", func(t *testing.T) {
 		res := run("S-NOTE: run the command")
 		for _, q := range requestsOf(srv, "S-NOTE") {
 			if q.Contains("TA-REASON-ONLY") {
@@ -201,6 +235,13 @@ func TestCodex(t *testing.T) {
 		rec := r.findRecord(res.ThreadID, "tool-after")
 		if rec.Action != "none" || !strings.Contains(strings.Join(rec.Notes, "\n"), "Reason: TA-REASON-ONLY") {
 			t.Fatalf("record: %+v", rec)
+		}
+		// Codex 0.171's exec shows no hook systemMessage at all (checked: neither its output
+		// nor --json events nor its rollout hold one, whatever the gate's showInChat), so
+		// whether the quiet gate sent one is checked at the adapter (hooks'
+		// TestServiceShowInChatOff) and with Claude Code; here, that nothing of it is kept.
+		if f := rolloutsContaining(t, codexHome, "TA-REASON-ONLY"); len(f) != 0 || strings.Contains(res.Stdout+res.Stderr, "TA-REASON-ONLY") {
+			t.Fatalf("Codex showed or kept the quiet gate's note: %v", f)
 		}
 	})
 	t.Run("turn-end redo", func(t *testing.T) {
@@ -229,30 +270,45 @@ func TestCodex(t *testing.T) {
 			t.Fatalf("record: %+v", rec)
 		}
 	})
-	t.Run("a hint is delivered once and stays in the history", func(t *testing.T) {
-		r.call("POST", "/v1/hints", map[string]any{"text": "HINT-ONCE-8 use the staging database"}, nil)
-		run("S-HINT: run two commands")
+	t.Run("a hint queued before the first prompt reaches the first request once, through the proxy", func(t *testing.T) {
+		// codex exec names its thread only once it runs, so the hint is a global one, which a
+		// new session's first step takes (the hooks took it at UserPromptSubmit before).
+		r.call("POST", "/v1/hints", map[string]any{"text": "HINT-FIRST-8 use the staging database"}, nil)
+		res := run("S-HINT: run two commands")
 		reqs := requestsOf(srv, "S-HINT")
-		first := -1
+		if len(reqs) != 3 {
+			t.Fatalf("%d requests:\n%s", len(reqs), dumpRequests(t, reqs))
+		}
 		for i, q := range reqs {
-			n := count(q, "HINT-ONCE-8")
-			if n > 1 {
-				t.Fatalf("request %d carries the hint %d times:\n%s", i, n, dumpRequests(t, reqs))
-			}
-			if n == 1 && first < 0 {
-				first = i
-			}
-			// Codex keeps additionalContext in the session's history (a developer message).
-			if first >= 0 && n != 1 {
-				t.Fatalf("request %d lost the hint that Codex keeps in its history:\n%s", i, dumpRequests(t, reqs))
+			if want := map[bool]int{true: 1, false: 0}[i == 0]; count(q, "HINT-FIRST-8") != want {
+				t.Fatalf("request %d carries the hint %d times, want %d:\n%s", i, count(q, "HINT-FIRST-8"), want, dumpRequests(t, reqs))
 			}
 		}
-		if first < 0 || len(reqs) != 3 {
-			t.Fatalf("the hint never reached the model (%d requests):\n%s", len(reqs), dumpRequests(t, reqs))
+		if !reqs[0].Contains("not part of the chat history, visible in this step only") {
+			t.Fatalf("the hint did not come through the proxy:\n%s", dumpRequests(t, reqs[:1]))
 		}
-		st := r.hints()
-		if len(st.Pending) != 0 || len(st.Consumed) == 0 || !strings.HasPrefix(st.Consumed[0].Text, "HINT-ONCE-8") {
-			t.Fatalf("hint state: %+v", st)
+		if f := rolloutsContaining(t, codexHome, "HINT-FIRST-8"); len(f) != 0 {
+			t.Fatalf("the hint is in Codex's rollouts: %v", f)
+		}
+		if f := rolloutsContaining(t, codexHome, res.ThreadID); len(f) == 0 {
+			t.Fatal("no rollout of the run (the check above proves nothing)")
+		}
+	})
+	t.Run("a replaced prompt reaches the model in place of the original, through the proxy", func(t *testing.T) {
+		res := run("S-UM: ORIG-PROMPT delete everything")
+		reqs := requestsOf(srv, "S-UM")
+		if len(reqs) != 2 {
+			t.Fatalf("%d requests:\n%s", len(reqs), dumpRequests(t, reqs))
+		}
+		for _, q := range srv.Requests() {
+			if q.Header.Get("Session-Id") == res.ThreadID && (q.Contains("ORIG-PROMPT") || q.Contains("Treat the text below as the user's message")) {
+				t.Fatalf("request %d holds the original prompt:\n%s", q.Index, dumpRequests(t, []fakemodel.Request{q}))
+			}
+		}
+		for _, q := range reqs {
+			if !q.Contains("S-UM: REWRITTEN-PROMPT run the listing") {
+				t.Fatalf("request %d lacks the replacement:\n%s", q.Index, dumpRequests(t, reqs))
+			}
 		}
 	})
 	t.Run("MCP tools", func(t *testing.T) {
@@ -267,10 +323,78 @@ func TestCodex(t *testing.T) {
 			t.Fatalf("hint_send did not queue a global hint:\n%s", dumpRequests(t, reqs[1:2]))
 		}
 		// Codex hands the hook an MCP tool's result as the structured CallToolResult
-		// ({content, structuredContent}): by the gate's table a replacement of a structured
-		// result is a note, so the model sees the result itself.
-		if len(reqs[2].Results) < 2 || !strings.Contains(reqs[2].Results[1].Output, "REDACT-PAYLOAD") || reqs[2].Contains("TA-REPLACED") {
+		// ({content, structuredContent}), which no hook can replace: through the proxy the
+		// model gets the replacement in place of that function_call_output.
+		if len(reqs[2].Results) < 2 || reqs[2].Results[1].Output != "TA-REPLACED: a digest of the output." {
 			t.Fatalf("hint_status: results %+v", reqs[2].Results)
+		}
+		var actions []string
+		for _, rec := range r.records(res.ThreadID) {
+			if rec.Point == "tool-after" {
+				actions = append(actions, rec.Action)
+			}
+		}
+		if strings.Join(actions, ",") != "none,replaced" { // hint_send's result holds no REDACT-
+			t.Fatalf("tool-after actions: %v", actions)
+		}
+	})
+	t.Run("a changed hook is untrusted again", func(t *testing.T) {
+		r.pixieOK(proj, initEnv, "init", "codex", "--write", "--preset", "other", "--url", r.proc.URL, "--home", r.home)
+		dout, code := r.pixieRun(proj, initEnv, "doctor")
+		if code != 1 || !strings.Contains(dout, "has not recorded trust for the hook") || !strings.Contains(dout, "(modified)") {
+			t.Fatalf("doctor: %d\n%s", code, dout)
+		}
+		res := runCodex(t, codex, proj, env, "S-DENY: once more, with changed hooks")
+		if res.HookRuns != 0 {
+			t.Fatalf("Codex ran %d changed hooks", res.HookRuns)
+		}
+	})
+
+	// --no-proxy: the hooks alone, with the user's own model provider (the fake), as before
+	// the proxy was the default.
+	hooksProj, hooksCodexHome := t.TempDir(), t.TempDir()
+	if out, err := exec.Command("git", "init", "-q", hooksProj).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	cfg := "model = \"gpt-test\"\nmodel_provider = \"fake\"\n\n[model_providers.fake]\nname = \"fake\"\nbase_url = \"" + srv.URL + "/v1\"\nwire_api = \"responses\"\nenv_key = \"FAKE_OPENAI_KEY\"\n"
+	if err := os.WriteFile(filepath.Join(hooksCodexHome, "config.toml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hooksEnv := []string{"HOME=" + userHome, "CODEX_HOME=" + hooksCodexHome, "FAKE_OPENAI_KEY=k"}
+	r.pixieOK(hooksProj, append([]string{"PIXIE_CODEX_BIN=" + codex}, hooksEnv...), "init", "codex", "--write", "--trust", "--no-proxy", "--url", r.proc.URL, "--home", r.home)
+	if raw, _ := os.ReadFile(filepath.Join(hooksCodexHome, "config.toml")); strings.Contains(string(raw), "pixie") && strings.Contains(string(raw), "model_provider = \"pixie\"") {
+		t.Fatalf("--no-proxy selected Pixie's model provider:\n%s", raw)
+	}
+	runHooks := func(prompt string) codexRun {
+		res := runCodex(t, codex, hooksProj, hooksEnv, prompt)
+		if len(res.Failed) > 0 {
+			t.Fatalf("Codex dropped Pixie's answers: %v\n%s", res.Failed, res.Stderr)
+		}
+		return res
+	}
+	t.Run("no proxy: a hint is delivered once by the hooks and stays in the history", func(t *testing.T) {
+		r.call("POST", "/v1/hints", map[string]any{"text": "HINT-ONCE-8 use the staging database"}, nil)
+		runHooks("S-HINT: run two commands, hooks only")
+		reqs := requestsOf(srv, "S-HINT: run two commands, hooks only")
+		// Codex keeps additionalContext in the session's history (a developer message).
+		for i, q := range reqs {
+			if n := count(q, "HINT-ONCE-8"); n != 1 {
+				t.Fatalf("request %d carries the hint %d times:\n%s", i, n, dumpRequests(t, reqs))
+			}
+		}
+		if len(reqs) != 3 {
+			t.Fatalf("%d requests:\n%s", len(reqs), dumpRequests(t, reqs))
+		}
+		st := r.hints()
+		if len(st.Pending) != 0 || len(st.Consumed) == 0 || !strings.HasPrefix(st.Consumed[0].Text, "HINT-ONCE-8") {
+			t.Fatalf("hint state: %+v", st)
+		}
+	})
+	t.Run("no proxy: an MCP result's replacement is a note", func(t *testing.T) {
+		res := runHooks("S-MCP: leave a hint, hooks only")
+		reqs := requestsOf(srv, "S-MCP: leave a hint, hooks only")
+		if len(reqs) != 3 || len(reqs[2].Results) < 2 || !strings.Contains(reqs[2].Results[1].Output, "REDACT-PAYLOAD") || reqs[2].Contains("TA-REPLACED") {
+			t.Fatalf("hint_status: %s", dumpRequests(t, reqs))
 		}
 		var notes []string
 		for _, rec := range r.records(res.ThreadID) {
@@ -284,15 +408,11 @@ func TestCodex(t *testing.T) {
 			t.Fatalf("the replacement did not become a note: %v", notes)
 		}
 	})
-	t.Run("a changed hook is untrusted again", func(t *testing.T) {
-		r.pixieOK(proj, initEnv, "init", "codex", "--write", "--preset", "other", "--url", r.proc.URL, "--home", r.home)
-		dout, code := r.pixieRun(proj, initEnv, "doctor")
-		if code != 1 || !strings.Contains(dout, "has not recorded trust for the hook") || !strings.Contains(dout, "(modified)") {
-			t.Fatalf("doctor: %d\n%s", code, dout)
-		}
-		res := runCodex(t, codex, proj, env, "S-DENY: once more, with changed hooks")
-		if res.HookRuns != 0 {
-			t.Fatalf("Codex ran %d changed hooks", res.HookRuns)
+	t.Run("no proxy: a replaced prompt reaches the model as context beside the original", func(t *testing.T) {
+		runHooks("S-UM: ORIG-PROMPT delete everything, hooks only")
+		reqs := requestsOf(srv, "S-UM: ORIG-PROMPT delete everything, hooks only")
+		if len(reqs) < 1 || !reqs[0].Contains("Treat the text below as the user's message") || !reqs[0].Contains("S-UM: REWRITTEN-PROMPT run the listing") {
+			t.Fatalf("%s", dumpRequests(t, reqs))
 		}
 	})
 }

@@ -46,7 +46,7 @@ func TestMCPInspectorStrict(t *testing.T) {
 			} `json:"annotations"`
 		} `json:"tools"`
 	}
-	if err := json.Unmarshal(stdout.Bytes(), &list); err != nil || len(list.Tools) != 5 {
+	if err := json.Unmarshal(stdout.Bytes(), &list); err != nil || len(list.Tools) != 6 {
 		t.Fatalf("tools/list: %v\n%s", err, stdout.String())
 	}
 	for _, tl := range list.Tools {

@@ -41,10 +41,20 @@ case "$in" in
   *NOTE-ME*) printf '{"reason":"TA-REASON-ONLY"}'; exit 11 ;;
 esac
 exit 10`,
-	// turn-end: send FIRST-ANSWER back once.
+	// turn-end: send FIRST-ANSWER back once; leave a note on NOTE-SHOWN (this gate shows its
+	// results in the chat).
 	"te.sh": `#!/bin/bash
 in=$(cat)
-case "$in" in *FIRST-ANSWER*) printf '{"verdict":"stop","reason":"TE-REDO: check your work and answer again."}'; exit 11 ;; esac
+case "$in" in
+  *FIRST-ANSWER*) printf '{"verdict":"stop","reason":"TE-REDO: check your work and answer again."}'; exit 11 ;;
+  *NOTE-SHOWN*) printf '{"note":"[Control note]\\nTE-NOTE-SHOWN"}'; exit 11 ;;
+esac
+exit 10`,
+	// user-message: replace a prompt that says ORIG-PROMPT (the replacement keeps the scenario's
+	// marker, which the fake model dispatches on).
+	"um.sh": `#!/bin/bash
+in=$(cat)
+case "$in" in *ORIG-PROMPT*) printf '{"replace":"%s: REWRITTEN-PROMPT run the listing"}' "${in%%:*}"; exit 11 ;; esac
 exit 10`,
 	// agent-message: reject AGENT-BAD with a suggested replacement.
 	"am.sh": `#!/bin/bash
@@ -55,6 +65,7 @@ exit 10`,
 
 // gatesYAML attaches one script gate per point to the default preset. The agent-message gate
 // leaves its target agents at the default (Subagents), which must run on a main agent's call.
+// The tool-after gate does not show its results in the chat (showInChat false); the others do.
 const gatesYAML = `gates:
   - name: tb
     point: tool-before
@@ -62,6 +73,10 @@ const gatesYAML = `gates:
   - name: ta
     point: tool-after
     rule: {kind: script, name: ta.sh}
+    advanced: {showInChat: false}
+  - name: um
+    point: user-message
+    rule: {kind: script, name: um.sh}
   - name: te
     point: turn-end
     rule: {kind: script, name: te.sh}
@@ -70,7 +85,7 @@ const gatesYAML = `gates:
     rule: {kind: script, name: am.sh}
 presets:
   - name: default
-    gates: [{gate: tb}, {gate: ta}, {gate: te}, {gate: am}]
+    gates: [{gate: tb}, {gate: ta}, {gate: te}, {gate: am}, {gate: um}]
 `
 
 // rig is a running Pixie server with the test gates, and the pixie binary.
@@ -83,7 +98,9 @@ type rig struct {
 	api   *http.Client
 }
 
-func newRig(t *testing.T) *rig {
+// newRig starts the server with env added to its environment (the model-API proxy's upstream:
+// PIXIE_PROXY_ANTHROPIC_URL, PIXIE_PROXY_OPENAI_URL).
+func newRig(t *testing.T, env ...string) *rig {
 	t.Helper()
 	home := filepath.Join(t.TempDir(), "pixie-home")
 	if err := os.MkdirAll(filepath.Join(home, "commands"), 0o755); err != nil {
@@ -94,7 +111,7 @@ func newRig(t *testing.T) *rig {
 			t.Fatal(err)
 		}
 	}
-	p := testutil.StartServer(t, home, nil)
+	p := testutil.StartServer(t, home, env)
 	t.Cleanup(func() { p.Stop(t) })
 	r := &rig{t: t, proc: p, pixie: testutil.PixieBinary(t), home: home, token: p.Token(t), api: &http.Client{Timeout: 10 * time.Second}}
 	gates := filepath.Join(t.TempDir(), "gates.yaml")

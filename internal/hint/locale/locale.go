@@ -1,6 +1,7 @@
-// Package locale owns the texts of the hint queue that people and models read: the header and
-// instruction of the injected message and the reasons of refused operations. Each language is
-// one embedded JSON file (en.json, zh.json); zh carries the wording of the original spec.
+// Package locale owns the texts of the hint queue that people and models read: the header (one
+// per delivery path) and instruction of the injected message and the reasons of refused
+// operations. Each language is one embedded JSON file (en.json, zh.json); zh carries the
+// wording of the original spec.
 //
 // Adding a language is adding a file: every key must be present and non-empty, which the
 // package's tests check for every file.
@@ -19,8 +20,13 @@ const Default = "en"
 
 // Messages are the texts of one language.
 type Messages struct {
-	// Header is the first line of the injected message.
+	// Header is the first line of the injected message on a path whose host keeps the message
+	// in its chat history (hooks: additionalContext). It says only who inserted the hint.
 	Header string `json:"header"`
+	// HeaderOutOfHistory is the first line on the path that keeps the message out of the chat
+	// history (the model-API proxy: one request only), where the spec's whole sentence is true:
+	// zh carries it word for word.
+	HeaderOutOfHistory string `json:"headerOutOfHistory"`
 	// Instruction is the second line: how the model should treat the hints.
 	Instruction string `json:"instruction"`
 	// Ellipsis marks a hint truncated for display.

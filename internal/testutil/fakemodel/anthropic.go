@@ -1,6 +1,7 @@
 package fakemodel
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -34,6 +35,11 @@ type anthropicBlock struct {
 	ToolUseID string          `json:"tool_use_id"`
 	Content   json.RawMessage `json:"content"`
 	IsError   bool            `json:"is_error"`
+	Source    struct {
+		Type      string `json:"type"`
+		MediaType string `json:"media_type"`
+		Data      string `json:"data"`
+	} `json:"source"`
 }
 
 func anthropicError(w http.ResponseWriter, status int, kind, msg string) {
@@ -87,6 +93,11 @@ func (s *Server) serveAnthropic(w http.ResponseWriter, r *http.Request) {
 					q.Results = append(q.Results, res)
 				case "text":
 					texts = append(texts, b.Text)
+				case "image":
+					if m.Role == "user" && b.Source.Type == "base64" {
+						data, _ := base64.StdEncoding.DecodeString(b.Source.Data)
+						q.Images = append(q.Images, Image{MediaType: b.Source.MediaType, Data: data})
+					}
 				}
 			}
 			if m.Role == "user" && len(texts) > 0 {

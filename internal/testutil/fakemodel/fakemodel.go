@@ -64,6 +64,14 @@ type Request struct {
 	Results []ToolResult
 	// LastUser is the text of the last user message (its text parts joined).
 	LastUser string
+	// Images are the base64 image blocks of user messages, decoded (Anthropic).
+	Images []Image
+}
+
+// Image is an image a client sent.
+type Image struct {
+	MediaType string
+	Data      []byte
 }
 
 // HasTool reports whether the request offers a tool called name.

@@ -11,6 +11,8 @@
  * @property {typeof import('./dom.js').fieldErrors} [fieldErrors]
  * @property {typeof import('./dom.js').uid} uid
  * @property {URLSearchParams} [params] the route's query (#/page?a=b)
+ * @property {boolean} [hints] whether the server has hints (hints.enabled): the hint bar and
+ *   what feeds it (Edit and send) are there only then
  */
 
 export {};

@@ -117,9 +117,19 @@ export async function render(main, ui) {
       r.output ? h('pre', { class: 'run-output' }, r.output) : (r.status === 'running' ? h('p', { class: 'muted' }, 'Running…') : null),
       r.stderr ? h('details', {}, h('summary', {}, 'Stderr'), textBlock(r.stderr)) : null,
       (r.logs || []).length ? h('details', {}, h('summary', {}, 'Logs'), h('pre', {}, r.logs.join('\n'))) : null,
+      (r.toolCalls || []).length ? h('details', { class: 'tool-calls', open: true }, h('summary', {}, `Tool calls (${r.toolCalls.length})`), toolCalls(r.toolCalls)) : null,
       (r.helperCalls || []).length ? h('details', {}, h('summary', {}, `Helper calls (${r.helperCalls.length})`), helperCalls(r.helperCalls)) : null,
-      dl([['Skill path', h('code', {}, r.skillPath)], (r.envKeys || []).length ? ['Environment', r.envKeys.map((k) => 'DSH_PET_' + k).join(', ')] : [undefined],
+      dl([['Skill path', h('code', {}, r.skillPath)], r.sandbox ? ['Sandbox', r.sandbox] : [undefined], r.steps ? ['Model turns', String(r.steps)] : [undefined], (r.envKeys || []).length ? ['Environment', r.envKeys.map((k) => 'DSH_PET_' + k).join(', ')] : [undefined],
         r.usage ? ['Usage', `${r.usage.inputTokens || 0} in · ${r.usage.outputTokens || 0} out`] : [undefined]].filter((x) => x[0] !== undefined), 'compact'));
+  }
+  /** A Run's tool calls: one entry each, the input and the output shown as text. */
+  function toolCalls(calls) {
+    return h('ol', { class: 'plain tool-call-list' }, calls.map((c) => h('li', { class: 'tool-call' + (c.isError ? ' failed' : ''), 'data-tool-call': String(c.n) },
+      h('div', { class: 'row' }, h('strong', {}, `#${c.n} ${c.name}`), h('span', { class: 'muted small' }, `turn ${c.step} · ${fmtMs(c.durationMs)}`),
+        c.isError ? h('span', { class: 'badge bad' }, 'error') : h('span', { class: 'badge ok' }, 'ok')),
+      c.gate ? h('p', { class: 'warn gate-note' }, c.gate) : null,
+      h('pre', { class: 'tool-input' }, JSON.stringify(c.input)),
+      h('pre', { class: 'tool-output' }, c.output || '(no output)'))));
   }
   refresh.addEventListener('click', () => busy(refresh, loadList));
   const onChange = () => { if (document.body.contains(main)) loadList(); else window.removeEventListener('pixie:pet-changed', onChange); };
@@ -255,6 +265,7 @@ export function petMascot(root, ui) {
     const entries = wheel.entries || [];
     const detail = h('div', { class: 'wheel-detail', 'aria-live': 'polite' });
     const show = (e) => fill(detail, ...[h('strong', {}, e.label), e.kind === 'builtin' ? h('span', { class: 'badge muted-badge' }, 'built-in') : null,
+      e.sandbox === 'workspace-write' ? h('span', { class: 'badge warn', title: "may change files in the source's working directory" }, 'workspace-write') : null,
       e.description ? h('p', {}, e.description) : null,
       e.available ? null : h('p', { class: 'error' }, 'Unavailable: ' + (e.reason || 'unknown reason'))].filter(Boolean));
     const rings = Math.max(1, ...entries.map((e) => e.ring || 1));

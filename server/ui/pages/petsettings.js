@@ -81,7 +81,7 @@ async function general(panel, ui) {
     fill(panel.lastChild, h('h2', {}, 'Model'),
       h('p', { class: 'muted' }, 'Instruction Skills (a SKILL.md without skill.wasm or run.sh) run with the Pixie model. Change it in ', h('a', { href: '#/settings' }, 'Pixie settings'), '.'),
       dl([['Status', m.configured ? h('span', { class: 'badge ok' }, 'Configured') : h('span', { class: 'badge bad' }, 'Not configured')],
-        ['Provider', m.provider || null], ['Model', m.model || null], ['Script policy', d.scriptPolicy || null]]));
+        ['Provider', m.provider || null], ['Model', m.model || null], ['Default sandbox', d.scriptPolicy || null], ['Agent gates', d.agent ? (d.agent.gates ? `preset ${d.agent.preset || '—'}` : 'none') : null]]));
   } catch (e) { panel.lastChild.append(unavailable(e, 'Pet')); }
 }
 
@@ -115,15 +115,28 @@ async function skills(panel, ui) {
       inspection ? inspectionView() : null);
   };
 
+  // What runs an instruction Skill (the person's choice, never SKILL.md's): the Pixie model, or
+  // Claude Code or Codex headless, with Pixie's hooks (docs/pet.md, "External executors").
+  const EXECUTORS = [['builtin', 'Pixie model (built in)'], ['claude', 'Claude Code'], ['codex', 'Codex']];
+  function executorSelect(id, value) {
+    return h('select', { id, name: 'executor' }, EXECUTORS.map(([v, label]) => h('option', { value: v, selected: v === (value || 'builtin') }, label)));
+  }
+
   function inspectionView() {
     const i = inspection;
+    const executor = i.kind === 'instructions' ? executorSelect('reg-executor', 'builtin') : null;
     const enabled = h('input', { type: 'checkbox', id: 'reg-enabled', checked: true });
     const shortcut = h('input', { type: 'checkbox', id: 'reg-shortcut', checked: true });
     const err = h('div');
-    const reg = h('button', { type: 'button', 'data-action': 'register' }, i.registered ? 'Replace the registration' : 'Register');
+    // A Skill that asks for workspace-write is registered only once the person ticks the grant.
+    const writes = i.sandbox === 'workspace-write';
+    const grant = writes ? h('input', { type: 'checkbox', id: 'reg-sandbox', name: 'sandbox' }) : null;
+    const reg = h('button', { type: 'button', 'data-action': 'register', disabled: writes }, i.registered ? 'Replace the registration' : 'Register');
+    if (grant) grant.addEventListener('change', () => { reg.disabled = !grant.checked; });
     reg.addEventListener('click', () => busy(reg, async () => {
       try {
-        const v = await api('POST', '/v1/pet/skills', { path: i.path, confirm: true, fingerprint: i.fingerprint, enabled: enabled.checked, shortcut: shortcut.checked });
+        const v = await api('POST', '/v1/pet/skills', { path: i.path, confirm: true, fingerprint: i.fingerprint, sandbox: i.sandbox, enabled: enabled.checked, shortcut: shortcut.checked,
+          executor: executor ? executor.value : 'builtin' });
         ui.toast(`Registered ${v.name}.`);
         inspection = null; path.value = '';
         drawImport(); await loadList();
@@ -133,11 +146,15 @@ async function skills(panel, ui) {
     const cancel = h('button', { type: 'button', class: 'secondary', onclick: () => { inspection = null; drawImport(); path.focus(); } }, 'Cancel');
     return h('div', { class: 'inspection', 'aria-label': 'Inspection' },
       h('h3', {}, `${i.name}`, h('span', { class: 'badge' }, i.kind)),
-      dl([['Description', i.description], ['Directory', h('code', {}, i.path)], ['Files', `${i.files.length} (${fmtBytes(i.totalSize)})`]]),
+      dl([['Description', i.description], ['Directory', h('code', {}, i.path)], ['Sandbox', sandboxLabel(i.sandbox)], ['Files', `${i.files.length} (${fmtBytes(i.totalSize)})`]]),
       h('details', {}, h('summary', {}, 'File inventory'), h('ul', { class: 'files' }, i.files.map((f) => h('li', {}, h('code', {}, f.path), h('span', { class: 'muted' }, ` ${fmtBytes(f.size)}`))))),
       i.registered ? h('p', { class: 'warn' }, `A Skill named ${i.name} is already registered${i.registeredPath ? ` at ${i.registeredPath}` : ''}.`) : null,
       h('div', { class: 'field check' }, enabled, h('label', { for: 'reg-enabled' }, 'Enable it'), h('p', { class: 'help' }, 'Enabled Skills are in the allowlist and projected into the Pet workspace.')),
       h('div', { class: 'field check' }, shortcut, h('label', { for: 'reg-shortcut' }, 'Show it on the wheel')),
+      grant ? h('div', { class: 'field check grant' }, grant, h('label', { for: 'reg-sandbox' }, 'Grant workspace-write'),
+        h('p', { class: 'help' }, "This Skill asks for the workspace-write sandbox: its commands may change and delete files in the snapshot's working directory. Without it the Skill is not registered.")) : null,
+      executor ? h('div', { class: 'field' }, h('label', { for: 'reg-executor' }, 'Runs on'), executor,
+        h('p', { class: 'help' }, 'Claude Code and Codex run the Skill headless in the snapshot’s folder, sandboxed, with Pixie’s gates on every tool call.')) : null,
       err, h('div', { class: 'row' }, reg, cancel));
   }
 
@@ -157,7 +174,8 @@ async function skills(panel, ui) {
         const v = await api('PATCH', '/v1/pet/skills/' + encodeURIComponent(s.name), p);
         Object.assign(s, v);
         drawList();
-        /** @type {HTMLElement} */ (listSec.querySelector(`[data-skill="${CSS.escape(s.name)}"] input[name=${'enabled' in p ? 'enabled' : 'shortcut'}]`))?.focus();
+        const focus = 'executor' in p ? 'select[name=executor]' : `input[name=${'enabled' in p ? 'enabled' : 'shortcut'}]`;
+        /** @type {HTMLElement} */ (listSec.querySelector(`[data-skill="${CSS.escape(s.name)}"] ${focus}`))?.focus();
         window.dispatchEvent(new CustomEvent('pixie:pet-changed'));
       } catch (e) { fill(err, errorBox(e)); throw e; }
     };
@@ -168,6 +186,12 @@ async function skills(panel, ui) {
       h('button', { type: 'button', class: 'secondary small', onclick: () => { confirm = false; drawRm(); } }, 'Keep')] :
       [h('button', { type: 'button', class: 'link', 'aria-label': `Remove ${s.name}`, onclick: () => { confirm = true; drawRm(); /** @type {HTMLElement} */ (rm.querySelector('.danger')).focus(); } }, 'Remove')]));
     drawRm();
+    let runsOn = null;
+    if (s.kind === 'instructions' || (s.executor && s.executor !== 'builtin')) {
+      const sel = executorSelect('exec-' + s.name, s.executor);
+      sel.addEventListener('change', () => { patch({ executor: sel.value }).catch(() => { sel.value = s.executor || 'builtin'; }); });
+      runsOn = h('div', { class: 'field inline' }, h('label', { for: 'exec-' + s.name }, 'Runs on'), sel);
+    }
     return h('li', { class: 'card skill', 'data-skill': s.name, tabindex: '-1' },
       h('div', { class: 'row spread' },
         h('div', { class: 'grow' }, h('h3', { class: 'flush' }, s.name, s.kind ? h('span', { class: 'badge' }, s.kind) : null,
@@ -177,7 +201,9 @@ async function skills(panel, ui) {
           switchEl({ label: 'Enabled', name: 'enabled', checked: s.enabled, onchange: (on) => patch({ enabled: on }) }),
           switchEl({ label: 'On the wheel', name: 'shortcut', checked: s.shortcut, onchange: (on) => patch({ shortcut: on }) }))),
       s.available ? null : h('p', { class: 'error' }, s.reason),
-      dl([['Directory', h('code', {}, s.path)], ['Projection', s.projection + (s.drift ? ' — drift: rebuild it under Diagnostics' : '')], ['Registered', fmtTime(s.registeredAt)]], 'compact'),
+      runsOn,
+      dl([['Directory', h('code', {}, s.path)], ['Sandbox', sandboxLabel(s.sandbox) + (s.sandboxAsked && s.sandboxAsked !== s.sandbox ? ` (SKILL.md now asks for ${s.sandboxAsked})` : '')],
+        ['Projection', s.projection + (s.drift ? ' — drift: rebuild it under Diagnostics' : '')], ['Registered', fmtTime(s.registeredAt)]], 'compact'),
       err, rm);
   }
   drawImport();
@@ -364,7 +390,7 @@ async function diagnostics(panel, ui) {
     }));
     const ex = d.executors || {};
     fill(panel, 
-      h('section', { class: 'card' }, h('h2', {}, 'Paths'), dl([['Pet workspace', h('code', {}, d.paths.workspace)], ['Projected Skills', h('code', {}, d.paths.skills)], ['Script policy', d.scriptPolicy]])),
+      h('section', { class: 'card' }, h('h2', {}, 'Paths'), dl([['Pet workspace', h('code', {}, d.paths.workspace)], ['Projected Skills', h('code', {}, d.paths.skills)], ['Default sandbox', d.scriptPolicy], ['Agent limits', d.agent ? `${d.agent.maxSteps} model turns · ${d.agent.maxTokens} tokens` : null]])),
       h('section', { class: 'card' }, h('h2', {}, 'Executors'),
         dl(Object.keys(ex).sort().map((k) => [k, ex[k].available ? h('span', { class: 'badge ok' }, 'available') : h('span', {}, h('span', { class: 'badge bad' }, 'unavailable'), ' ', ex[k].reason)])),
         (d.builtins || []).length ? h('div', {}, h('h3', {}, 'Built-in actions'), dl(d.builtins.map((b) => [b.label, b.available ? 'available' : `unavailable: ${b.reason}`]))) : null),
@@ -383,4 +409,10 @@ async function diagnostics(panel, ui) {
   };
   try { await load(); } catch (e) { fill(panel, unavailable(e, 'Pet')); return; }
   draw();
+}
+
+/** What a sandbox policy means, for a Skill's views. @param {string} p */
+function sandboxLabel(p) {
+  if (p === 'workspace-write') return 'workspace-write — may change files in the working directory';
+  return (p || 'read-only') + ' — may read, not change files';
 }

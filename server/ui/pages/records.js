@@ -7,6 +7,7 @@ import { h } from '../lib/dom.js';
 import { loadPoints, pointLabel } from '../lib/points.js';
 import {
   pageHead, switchEl, field, busy, emptyState, fmtTime, fmtUsage, fmtMs, actionBadge, CONCLUDED, dl, textBlock, fill, helperCalls } from '../lib/common.js';
+import { noteBlock } from '../lib/noteblock.js';
 
 const RECENT_KEY = 'pixie.records.recent';
 
@@ -190,7 +191,7 @@ async function detail(main, ui, session, id) {
       sec('Final text', textBlock(r.final), r.addition ? h('div', {}, h('h3', {}, 'Sent along'), h('pre', {}, r.addition)) : null,
         r.reason ? h('div', {}, h('h3', {}, 'Reason'), h('p', {}, r.reason)) : null,
         r.suggestion ? h('div', {}, h('h3', {}, 'Suggestion'), h('pre', {}, r.suggestion)) : null)),
-    sec('Notes', (r.notes || []).length ? h('ul', {}, r.notes.map((n) => h('li', {}, h('pre', { class: 'note-text' }, n)))) : h('p', { class: 'muted' }, 'No notes.')),
+    notesSection(ui, r),
     sec('Helper calls', helperCalls(r.helperCalls)),
     r.rule ? sec('Hook script run', dl([['Rule', h('code', {}, `${r.rule.kind}: ${r.rule.name}`)], ['Exit code', String(r.rule.exitCode)], ['Time', fmtMs(r.rule.durationMs)],
       ['Output', r.rule.stdout ? h('pre', {}, r.rule.stdout) : null]])) : null,
@@ -201,10 +202,49 @@ async function detail(main, ui, session, id) {
   void busy;
 }
 
+// notesSection shows the run's notes as the chat's note blocks (whatever the gate's "Show the
+// result in the chat": a gate with it off shows its notes only here), each with Hide and the
+// gate's per-session switch.
+function notesSection(ui, r) {
+  const { api } = ui;
+  const notes = (r.notes || []).filter((n) => String(n).trim());
+  const sec = h('section', { class: 'card notes', 'aria-labelledby': 'notes-title' }, h('h2', { id: 'notes-title' }, 'Notes'));
+  if (!notes.length) {
+    sec.append(h('p', { class: 'muted' }, 'No notes.'));
+    return sec;
+  }
+  sec.append(h('p', { class: 'muted' }, r.showInChat
+    ? 'Shown in the chat under what the gate checked, and kept here.'
+    : 'This gate does not show its results in the chat (Show the result in the chat is off): its notes are only here.'));
+  const list = h('div', { class: 'note-list' });
+  sec.append(list);
+  const base = `/v1/gates/sessions/${encodeURIComponent(r.session)}/switches`;
+  const q = r.preset ? '?preset=' + encodeURIComponent(r.preset) : '';
+  const setSwitch = async (on) => {
+    await api('PUT', `${base}/${encodeURIComponent(r.gate)}${q}`, { on });
+    ui.toast(`${r.gate} is ${on ? 'on' : 'off'} in this session.`);
+  };
+  const draw = (off) => list.replaceChildren(...notes.map((n) => noteBlock(n, { gate: r.gate, off, setSwitch })));
+  draw(false);
+  api('GET', base + q).then((sg) => {
+    const g = (sg.gates || []).find((x) => x.gate === r.gate);
+    if (g && !g.on) draw(true);
+  }).catch(() => { /* the blocks work without knowing the switch */ });
+  return sec;
+}
+
 // editAndSend is the restore card of a rejected input: the suggestion (or the original) goes
 // into the hint bar's composer for that session, to edit and send.
 function editAndSend(ui, r) {
   const text = r.suggestion || r.original || '';
+  if (ui.hints === false) {
+    // No hint bar on this server (hints.enabled is off): the text is shown to copy.
+    return h('section', { class: 'card restore', 'aria-label': 'Rejected input' },
+      h('h2', {}, 'This input was rejected'),
+      r.reason ? h('p', {}, h('strong', {}, 'Reason: '), r.reason) : null,
+      h('p', { class: 'muted' }, r.suggestion ? 'Pixie suggested a replacement:' : 'The original input:'),
+      h('pre', {}, text));
+  }
   const b = h('button', { type: 'button', 'data-action': 'edit-and-send' }, 'Edit and send');
   b.addEventListener('click', () => {
     window.dispatchEvent(new CustomEvent('pixie:compose', { detail: { text, sessionId: r.session } }));

@@ -26,6 +26,9 @@ type Outcome struct {
 	NoReply string
 	// Fail says why it failed or timed out.
 	Fail string
+	// Agent, when set, is the final record of the built-in executor's agent run (it replaces
+	// what RecordAgent wrote while the run went on).
+	Agent *AgentRun
 }
 
 // Check validates the settling caller against the current Delivery and its Locus.
@@ -102,6 +105,9 @@ func (q *Queue) Settle(ctx context.Context, id string, check Check, o Outcome, s
 		d.State, d.SettledAt = o.State, ptime(now)
 		d.Replied, d.ReplyMessageID = o.Reply != "", replyID
 		d.NoReplyReason, d.FailReason = o.NoReply, o.Fail
+		if o.Agent != nil {
+			d.Agent = o.Agent
+		}
 		if err := colDelivery.Put(tx, deliveryKey(l.ID, d.Seq), d); err != nil {
 			return err
 		}
@@ -127,6 +133,24 @@ func (q *Queue) Settle(ctx context.Context, id string, check Check, o Outcome, s
 	q.cancelRun(id)
 	q.forgetReady(id)
 	return settled, next, nil
+}
+
+// RecordAgent writes run as the agent record of Delivery id while it is current (the built-in
+// executor calls it as each tool call is made). A Delivery no longer current is left alone:
+// its settlement wrote the record it keeps.
+func (q *Queue) RecordAgent(ctx context.Context, id string, run AgentRun) error {
+	err := q.st.Update(ctx, func(tx *store.Tx) error {
+		d, l, err := currentIn(tx, id)
+		if err != nil {
+			return err
+		}
+		d.Agent = &run
+		return colDelivery.Put(tx, deliveryKey(l.ID, d.Seq), d)
+	})
+	if errs.Is(err, errs.Conflict) || errs.Is(err, errs.NotFound) {
+		return nil
+	}
+	return err
 }
 
 // remember appends a question and answer to the child's own history (bounded).

@@ -7,7 +7,7 @@
 // The package knows nothing of Lark's API: it imports neither the Lark SDK nor larkapi. The
 // channel (package lark) drives the Queue and does everything that talks to Lark: the reply
 // (through the Send it hands to Settle), the reactions, the download of images into the spool,
-// the built-in executor's model turn. The image spool is the spool sub-package's; the Queue
+// the built-in executor's agent run. The image spool is the spool sub-package's; the Queue
 // owns the one Spool of its Deliveries.
 //
 // # Key layout
@@ -47,7 +47,9 @@
 //     (Activation): the working reaction, recorded on it (taken back when it was settled
 //     meanwhile), its images into the Spool, and the end of Current's wait, here and over a
 //     shared store on every replica (lark-ready and the note "ready <id>"); then the caller's
-//     executor starts. A built-in turn is recorded with StartRun.
+//     executor starts. A built-in turn is recorded with StartRun; its agent run (tools, tool
+//     calls and their results) is written on the Delivery with RecordAgent as each call is
+//     made, and its final record comes with the Outcome.
 //   - Settle ends it with an Outcome, once: a claim in this process and, over a shared store,
 //     the lark-settling mark. It checks that the Delivery is still current (and the caller's
 //     Check), sends the reply through the caller's Send (an error leaves it current), removes

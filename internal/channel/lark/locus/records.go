@@ -2,6 +2,7 @@ package locus
 
 import (
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -140,6 +141,58 @@ type Delivery struct {
 	FailReason string `json:"failReason,omitempty"`
 	// WorkingReaction is the id of the working reaction while the Delivery is current.
 	WorkingReaction string `json:"workingReaction,omitempty"`
+	// Agent is the built-in executor's agent run on this Delivery: its tools and every tool
+	// call with its result, written as each call is made and completed at settlement.
+	Agent *AgentRun `json:"agent,omitempty"`
+}
+
+// AgentRun is the record of the built-in executor's agent run on one Delivery. Inputs and
+// outputs are capped (and secrets redacted) by the channel before they are recorded.
+type AgentRun struct {
+	// Tools are the tools offered to the model.
+	Tools []string `json:"tools"`
+	// Workspace is the file tools' root: the main session's workspace ("" when the child had
+	// none; NoWorkspace then says why).
+	Workspace   string `json:"workspace,omitempty"`
+	NoWorkspace string `json:"noWorkspace,omitempty"`
+	// Policy is the shell tool's sandbox policy ("" when no shell tool was offered).
+	Policy string `json:"policy,omitempty"`
+	// Preset is the preset whose gates checked the tool calls ("" when no gates are wired).
+	Preset string `json:"preset,omitempty"`
+	// Images counts the images the model got as image content; ImagesUnavailable says which it
+	// did not get, and why.
+	Images            int      `json:"images"`
+	ImagesUnavailable []string `json:"imagesUnavailable,omitempty"`
+	// Steps counts the model turns; InputTokens and OutputTokens sum their usage (both are
+	// known once the run ended).
+	Steps        int `json:"steps"`
+	InputTokens  int `json:"inputTokens"`
+	OutputTokens int `json:"outputTokens"`
+	// ToolCalls are the tool calls in order.
+	ToolCalls []ToolCall `json:"toolCalls"`
+	// Omitted counts the tool calls whose input and output were left out of the record because
+	// it reached its size cap.
+	Omitted int `json:"omitted,omitempty"`
+	// Error says why the run failed ("" when it ended its turn).
+	Error string `json:"error,omitempty"`
+}
+
+// ToolCall is one tool call of an agent run and its result, as the record keeps it.
+type ToolCall struct {
+	// N counts the run's tool calls from 1; Step is the model turn that made it.
+	N    int    `json:"n"`
+	Step int    `json:"step"`
+	Name string `json:"name"`
+	// Input is the call's arguments (JSON).
+	Input json.RawMessage `json:"input"`
+	// Output is what the tool produced, or why it did not run.
+	Output string `json:"output"`
+	// IsError marks a failed or refused call.
+	IsError bool `json:"isError,omitempty"`
+	// Gate says what a gate did (denied the call, withheld, replaced or added to the result),
+	// with its notes.
+	Gate       string `json:"gate,omitempty"`
+	DurationMS int64  `json:"durationMs"`
 }
 
 // Entry is the Lark entry a Locus serves: a chat, or a topic (a thread) of a group chat.

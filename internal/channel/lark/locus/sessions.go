@@ -94,6 +94,20 @@ func (q *Queue) Sessions(ctx context.Context) ([]Session, error) {
 	return out, err
 }
 
+// Session returns main session id.
+func (q *Queue) Session(ctx context.Context, id string) (Session, error) {
+	var out Session
+	err := q.st.View(ctx, func(tx *store.Tx) error {
+		s, err := colSession.Get(tx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return errs.New(errs.NotFound, "no such session")
+		}
+		out = s
+		return err
+	})
+	return out, err
+}
+
 // SessionLoci returns main session id and the ids of its active Loci.
 func (q *Queue) SessionLoci(ctx context.Context, id string) (Session, []string, error) {
 	var out Session

@@ -38,6 +38,8 @@ type DeliveryView struct {
 	Replied           bool   `json:"replied,omitempty"`
 	NoReplyReason     string `json:"noReplyReason,omitempty"`
 	FailReason        string `json:"failReason,omitempty"`
+	// Agent is the built-in executor's agent run: its tools and tool calls with their results.
+	Agent *AgentRun `json:"agent,omitempty"`
 }
 
 // ImageView is one spooled image of the current Delivery. Path is in the private spool (for an
@@ -56,7 +58,7 @@ func (q *Queue) view(d Delivery, l Locus) DeliveryView {
 		SenderOpenID: d.SenderOpenID, Text: d.Text, Truncated: d.Truncated, State: d.State,
 		ToolTier: l.ToolTier, Executor: l.Executor, ReceivedAt: d.ReceivedAt, AcceptedAt: d.AcceptedAt,
 		Deadline: d.Deadline, SettledAt: d.SettledAt, ImageCount: len(d.Images), Images: []ImageView{},
-		Replied: d.Replied, NoReplyReason: d.NoReplyReason, FailReason: d.FailReason,
+		Replied: d.Replied, NoReplyReason: d.NoReplyReason, FailReason: d.FailReason, Agent: d.Agent,
 	}
 	if d.State == DeliveryCurrent && len(d.Images) > 0 {
 		files, note := q.spool.Get(d.ID)
