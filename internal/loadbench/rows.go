@@ -21,7 +21,8 @@ func Rows() []Row {
 	return append([]Row{
 		GateRow(GateSpec{Name: "wasm", What: "POST /v1/gates/evaluate, tool-before gate, block-risky-commands (Go guest) stops `rm -rf /` without the model",
 			Module: "block-risky-commands", Check: true, Versus: vsOPA,
-			Goals: []Goal{{Metric: Ratio, Min: 0.5}, {Conns: 1, Metric: P50, Max: 0.5}, {Conns: 8, Metric: P99, Max: 10}}}),
+			// Issue 32: the WASM gate at least twice OPA on the same-rule twin, at 1 and 8 connections.
+			Goals: []Goal{{Metric: Ratio, Min: 2}, {Conns: 1, Metric: P50, Max: 0.5}, {Conns: 8, Metric: P99, Max: 10}}}),
 		OPARow(),
 		GateRow(GateSpec{Name: "wasm-as", What: "the same gate with the AssemblyScript twin (block-risky-commands-as) as its rule",
 			Module: "block-risky-commands-as", Check: true, Versus: vsOPA, Duration: 5 * time.Second}),
