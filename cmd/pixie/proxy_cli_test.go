@@ -503,8 +503,16 @@ func TestCodexSubagentTakesNoHints(t *testing.T) {
 	const hintText = "HINT-sub: the main agent only"
 	var rig atomic.Pointer[codexRig]
 	var queued atomic.Bool
+	// The main agent's turn ends only after the subagent asked the model once: spawn_agent
+	// returns at once, and a main agent that answered first ended the run before its child
+	// sent anything (the test then proved nothing, and failed so).
+	childAsked := make(chan struct{})
+	var childOnce sync.Once
 	r := newCodexRig(t, ctx, func(q fakemodel.Request) fakemodel.Reply {
 		r := rig.Load()
+		if q.Header.Get("X-Openai-Subagent") != "" {
+			childOnce.Do(func() { close(childAsked) })
+		}
 		if len(q.Tools) == 0 {
 			return fakemodel.Reply{Text: "ok"}
 		}
@@ -516,6 +524,11 @@ func TestCodexSubagentTakesNoHints(t *testing.T) {
 				queueHint(t, r.srv, r.token, q.Header.Get("Session-Id"), hintText)
 			}
 			return fakemodel.Reply{Calls: []fakemodel.Call{{Name: "spawn_agent", Input: map[string]any{"message": "CHILD say hello"}}}}
+		}
+		select {
+		case <-childAsked:
+		case <-time.After(time.Minute):
+		case <-ctx.Done():
 		}
 		return fakemodel.Reply{Text: "All done."}
 	})
