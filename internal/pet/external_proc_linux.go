@@ -15,8 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/runtime"
 	"github.com/pixie-dev/pixie/runtime/sandbox"
@@ -95,7 +93,7 @@ func (p proc) run(ctx context.Context) procResult {
 	}()
 	exited := make(chan struct{})
 	go func() {
-		waitExited(pid)
+		sandbox.WaitExited(pid)
 		close(exited)
 	}()
 	var stopped error
@@ -111,7 +109,7 @@ func (p proc) run(ctx context.Context) procResult {
 		stopped = errs.Wrap(errs.TooLarge, runtime.ErrOutputTooLarge, "the CLI's event stream passed %d bytes; the run was stopped", maxStream)
 	}
 	if stopped != nil {
-		stopProc(pid, p.iso, exited)
+		sandbox.StopVerb(pid, p.iso, procStopWait, exited)
 	}
 	// The verb has exited but is not reaped: its group id cannot have been reused.
 	_ = syscall.Kill(-pid, syscall.SIGKILL)
@@ -164,35 +162,6 @@ func (p proc) readLines(r io.Reader) bool {
 		buf, cut = buf[:0], false
 		if err != nil {
 			return true
-		}
-	}
-}
-
-// stopProc kills every process of the run: in namespaces by killing the verb (the kernel kills
-// the rest of its PID namespace), otherwise by sandbox.SignalStop, after which the verb kills
-// its descendants and exits. It returns once the verb has exited.
-func stopProc(pid int, iso sandbox.Isolation, exited <-chan struct{}) {
-	if !iso.Namespaces {
-		_ = syscall.Kill(pid, sandbox.SignalStop)
-		t := time.NewTimer(procStopWait)
-		select {
-		case <-exited:
-		case <-t.C:
-		}
-		t.Stop()
-	}
-	_ = syscall.Kill(pid, syscall.SIGKILL)
-	_ = syscall.Kill(-pid, syscall.SIGKILL)
-	<-exited
-}
-
-// waitExited blocks until the process pid has exited, without reaping it (WNOWAIT).
-func waitExited(pid int) {
-	for {
-		var info unix.Siginfo
-		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-		if !errors.Is(err, syscall.EINTR) {
-			return
 		}
 	}
 }

@@ -15,8 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/runtime"
 	"github.com/pixie-dev/pixie/runtime/sandbox"
@@ -86,7 +84,7 @@ func (e *Executor) run(ctx context.Context, argv []string, env []string, req run
 
 	exited := make(chan struct{})
 	go func() {
-		waitExited(pid)
+		sandbox.WaitExited(pid)
 		close(exited)
 	}()
 
@@ -165,30 +163,7 @@ func (e *Executor) stop(pid int, exited <-chan struct{}) {
 		}
 		t.Stop()
 	}
-	if !e.iso.Namespaces {
-		_ = syscall.Kill(pid, sandbox.SignalStop)
-		t := time.NewTimer(stopWait)
-		select {
-		case <-exited:
-		case <-t.C:
-		}
-		t.Stop()
-	}
-	_ = syscall.Kill(pid, syscall.SIGKILL)
-	_ = syscall.Kill(-pid, syscall.SIGKILL)
-	<-exited
-}
-
-// waitExited blocks until the process pid has exited, without reaping it (WNOWAIT): cmd.Wait
-// reaps it later, after the group has been swept.
-func waitExited(pid int) {
-	for {
-		var info unix.Siginfo
-		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-		if !errors.Is(err, syscall.EINTR) {
-			return
-		}
-	}
+	sandbox.StopVerb(pid, e.iso, stopWait, exited)
 }
 
 // capWriter keeps the first max bytes written to it and drops the rest, calling onOver once
