@@ -68,6 +68,7 @@ func Open(ctx context.Context, opts Options) (*store.Store, error) {
 		return nil, fmt.Errorf("badgerstore: open %s: %w", opts.Dir, store.DriverError(err))
 	}
 	d := &driver{db: db, stop: make(chan struct{})}
+	d.txDone = sync.NewCond(&d.txMu)
 	interval := opts.GCInterval
 	if interval == 0 {
 		interval = 5 * time.Minute
@@ -89,6 +90,39 @@ type driver struct {
 	wg       sync.WaitGroup
 	closeMu  sync.Once
 	closeErr error
+
+	// txMu guards closed and inFlight: Close waits until no transaction is running before it
+	// closes Badger, and a transaction that begins after Close gets store.ErrClosed. Checking
+	// db.IsClosed() first was not enough: a Close between the check and the transaction made
+	// Badger panic ("DB Closed", in NewIterator) in whatever goroutine was scanning, such as
+	// the hint queue's lease sweep (CI, internal/proxy). A counter rather than an RWMutex,
+	// because a transaction may begin another inside its callback, and an RWMutex's reader
+	// would then wait behind a waiting Close for good.
+	txMu     sync.Mutex
+	txDone   *sync.Cond
+	closed   bool
+	inFlight int
+}
+
+// begin registers a transaction, or reports store.ErrClosed once Close has begun.
+func (d *driver) begin() error {
+	d.txMu.Lock()
+	defer d.txMu.Unlock()
+	if d.closed || d.db.IsClosed() {
+		return store.ErrClosed
+	}
+	d.inFlight++
+	return nil
+}
+
+// end unregisters a transaction begin registered.
+func (d *driver) end() {
+	d.txMu.Lock()
+	d.inFlight--
+	if d.inFlight == 0 {
+		d.txDone.Broadcast()
+	}
+	d.txMu.Unlock()
 }
 
 var _ store.Driver = (*driver)(nil)
@@ -118,15 +152,22 @@ func (d *driver) Close() error {
 	d.closeMu.Do(func() {
 		close(d.stop)
 		d.wg.Wait()
+		d.txMu.Lock()
+		d.closed = true
+		for d.inFlight > 0 {
+			d.txDone.Wait()
+		}
+		d.txMu.Unlock()
 		d.closeErr = store.DriverError(d.db.Close())
 	})
 	return d.closeErr
 }
 
 func (d *driver) Update(ctx context.Context, fn func(store.DriverTx) error) error {
-	if d.db.IsClosed() {
-		return store.ErrClosed
+	if err := d.begin(); err != nil {
+		return err
 	}
+	defer d.end()
 	if err := d.db.Update(func(txn *badger.Txn) error { return fn(tx{txn}) }); err != nil {
 		return mapErr(err)
 	}
@@ -139,16 +180,18 @@ func (d *driver) Update(ctx context.Context, fn func(store.DriverTx) error) erro
 // commit survives the process, and reaches the disk with the next sync or the kernel's
 // write-back (store.UpdateLazy).
 func (d *driver) UpdateLazy(ctx context.Context, fn func(store.DriverTx) error) error {
-	if d.db.IsClosed() {
-		return store.ErrClosed
+	if err := d.begin(); err != nil {
+		return err
 	}
+	defer d.end()
 	return mapErr(d.db.Update(func(txn *badger.Txn) error { return fn(tx{txn}) }))
 }
 
 func (d *driver) View(ctx context.Context, fn func(store.DriverTx) error) error {
-	if d.db.IsClosed() {
-		return store.ErrClosed
+	if err := d.begin(); err != nil {
+		return err
 	}
+	defer d.end()
 	return mapErr(d.db.View(func(txn *badger.Txn) error { return fn(tx{txn}) }))
 }
 
