@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -333,4 +336,101 @@ func TestHookCommandRollsBackWhenItsAnswerCannotBeWritten(t *testing.T) {
 			t.Fatal("a failed write of a hint-less answer exited 0")
 		}
 	})
+}
+
+// TestHookCommandReadsTheConfigurationFile: with no --url, --timeout or fail flag, both adapters
+// take addr, hooks.timeout and hooks.failOpen from pixie.yaml (pixie-hook through `pixie config
+// --get`); a pixie.yaml that does not load is ignored with a warning, and the call fails closed.
+func TestHookCommandReadsTheConfigurationFile(t *testing.T) {
+	eachAdapter(t, func(t *testing.T, ad hookAdapter, run hookRunner) {
+		// A server that accepts and never answers: the time limit must come from the file.
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				defer c.Close()
+			}
+		}()
+		home := t.TempDir()
+		yaml := "addr: " + ln.Addr().String() + "\nhooks:\n  failOpen: true\n  timeout: 1s\n"
+		if err := os.WriteFile(filepath.Join(home, "pixie.yaml"), []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		env := []string{"PIXIE_TOKEN=t", "PIXIE_HOME=" + home}
+		r := run(hookFixture(t, "pre_tool_use", nil), env)
+		if r.code != 0 || !strings.Contains(r.stdout, "went on unchecked") || !strings.Contains(r.stderr, "did not answer within 1s") ||
+			!strings.Contains(r.stderr, ln.Addr().String()) || r.took > 10*time.Second {
+			t.Fatalf("from pixie.yaml: exit %d after %s\nstdout %q\nstderr %q", r.code, r.took, r.stdout, r.stderr)
+		}
+
+		if err := os.WriteFile(filepath.Join(home, "pixie.yaml"), []byte("hooks:\n  failOpen: maybe\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r = run(hookFixture(t, "pre_tool_use", nil), env, "--url", "http://"+testutil.FreeAddr(t))
+		if r.code != 2 || !strings.Contains(r.stderr, "configuration ignored") || !strings.Contains(r.stderr, "hooks.failOpen") {
+			t.Fatalf("a pixie.yaml that does not load: exit %d stderr %q", r.code, r.stderr)
+		}
+	})
+}
+
+// TestHookCommandHTTPS: an https server URL works through both adapters: pixie hook brings TLS,
+// and pixie-hook, which links none, hands the call to it before reading stdin. The server's
+// certificate is trusted through SSL_CERT_FILE, as a user's own CA would be.
+func TestHookCommandHTTPS(t *testing.T) {
+	var got []string
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got = append(got, r.URL.Path+" "+r.Header.Get("Authorization")+" "+string(body))
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny","permissionDecisionReason":"over tls"}}`)
+	}))
+	defer srv.Close()
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	eachAdapter(t, func(t *testing.T, ad hookAdapter, run hookRunner) {
+		got = nil
+		input := hookFixture(t, "pre_tool_use", nil)
+		r := run(input, []string{"SSL_CERT_FILE=" + ca, "PIXIE_TOKEN=tls-token", "PIXIE_HOME=" + t.TempDir()}, "--url", srv.URL, "--timeout", "20s", "--fail-closed")
+		if r.code != 0 || !strings.Contains(r.stdout, `"permissionDecisionReason":"over tls"`) {
+			t.Fatalf("exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+		}
+		if len(got) != 1 || got[0] != "/v1/hooks/claude-code Bearer tls-token "+string(input) {
+			t.Fatalf("the server got %q", got)
+		}
+		// An untrusted certificate is a failure, not a silent downgrade.
+		r = run(input, []string{"PIXIE_TOKEN=tls-token", "PIXIE_HOME=" + t.TempDir()}, "--url", srv.URL, "--timeout", "20s", "--fail-closed")
+		if r.code != 2 || !strings.Contains(r.stderr, "certificate") {
+			t.Fatalf("untrusted: exit %d stderr %q", r.code, r.stderr)
+		}
+	})
+}
+
+// TestConfigGet prints the values of the settings asked, a line each, from pixie.yaml and the
+// environment, and refuses a key that does not exist.
+func TestConfigGet(t *testing.T) {
+	home := t.TempDir()
+	if err := os.WriteFile(filepath.Join(home, "pixie.yaml"), []byte("hooks:\n  timeout: 45s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := append(hookEnv(), "PIXIE_HOOKS_FAIL_OPEN=true", "PIXIE_MODEL_API_KEY=sk-secret-value")
+	r := runIn(t, "", env, "config", "--home", home, "--get", "hooks.timeout", "--get", "HOOKS.FAILOPEN", "--get", "addr", "--get", "model.apiKey")
+	if r.code != 0 || strings.Contains(r.stdout, "sk-secret-value") {
+		t.Fatalf("exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	if len(lines) != 4 || lines[0] != "45s" || lines[1] != "true" || lines[2] != "127.0.0.1:7777" || lines[3] == "" {
+		t.Fatalf("stdout %q", r.stdout)
+	}
+	if r = runIn(t, "", env, "config", "--home", home, "--get", "hooks.nope"); r.code == 0 || !strings.Contains(r.stderr, `no setting "hooks.nope"`) {
+		t.Fatalf("unknown key: exit %d stderr %q", r.code, r.stderr)
+	}
 }

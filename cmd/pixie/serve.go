@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,6 +20,7 @@ import (
 	"github.com/pixie-dev/pixie/internal/app"
 	"github.com/pixie-dev/pixie/internal/cluster"
 	"github.com/pixie-dev/pixie/internal/config"
+	"github.com/pixie-dev/pixie/internal/errs"
 	"github.com/pixie-dev/pixie/internal/settings"
 )
 
@@ -40,6 +42,8 @@ func init() {
 		cf := configFlags(fs, true)
 		markdown := fs.Bool("markdown", false, "print the settings as the README's Markdown table")
 		offline := fs.Bool("offline", false, "do not ask the server for the settings saved at run time")
+		var get getFlags
+		fs.Var(&get, "get", "print only this setting's value from pixie.yaml and the environment, a line each (repeatable; implies --offline): --get hooks.timeout")
 		var conn clientFlags
 		fs.StringVar(&conn.url, "url", "", "server URL for the run-time settings (default $PIXIE_SERVER_URL, else http://<addr>)")
 		fs.StringVar(&conn.token, "token", "", "admin token (default $PIXIE_ADMIN_TOKEN, else the home's token file)")
@@ -50,6 +54,9 @@ func init() {
 			}
 			if *markdown {
 				return printConfig(io.stdout, cfg, true, nil)
+			}
+			if len(get) > 0 {
+				return printValues(io.stdout, cfg, get)
 			}
 			rt := &runtimeSettings{}
 			if !*offline {
@@ -62,6 +69,34 @@ func init() {
 			return printConfig(io.stdout, cfg, false, rt)
 		}
 	}})
+}
+
+// getFlags collects repeated --get key flags.
+type getFlags []string
+
+func (g *getFlags) String() string { return "" }
+func (g *getFlags) Set(v string) error {
+	if v == "" {
+		return fmt.Errorf("--get needs a setting's key, e.g. hooks.timeout")
+	}
+	*g = append(*g, v)
+	return nil
+}
+
+// printValues prints the values of the keys, a line each (secrets masked), as config.Load
+// made them: what pixie-hook reads when it needs the configuration (internal/hookcmd).
+func printValues(w io.Writer, cfg config.Config, keys []string) error {
+	all := cfg.Settings()
+	var b strings.Builder
+	for _, k := range keys {
+		i := slices.IndexFunc(all, func(s config.Setting) bool { return strings.EqualFold(s.Key, k) })
+		if i < 0 {
+			return errs.New(errs.Invalid, "no setting %q (pixie config lists them)", k)
+		}
+		b.WriteString(all[i].Value + "\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 // setFlags collects repeated --set key=value flags.

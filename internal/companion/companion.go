@@ -9,10 +9,10 @@ package companion
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -33,11 +33,13 @@ type Source struct {
 	FS   fs.FS  // the package's embedded *.go files
 }
 
-// Fingerprint is a SHA-256 over the sources (each file's name and contents, in a fixed order)
-// and the Go version: two binaries with the same fingerprint run the same code. (The versions
+// Fingerprint is a 128-bit FNV-1a hash over the sources (each file's name and contents, in a
+// fixed order) and the Go version: two binaries with the same fingerprint run the same code.
+// It tells builds apart, it is no defence (whoever can replace a program beside pixie runs code
+// already), and FNV keeps crypto/sha256 and its FIPS module out of the companions' start. (The versions
 // of third-party modules are not in it: test binaries do not record them.)
 func Fingerprint(sources ...Source) string {
-	h := sha256.New()
+	h := fnv.New128a()
 	for _, src := range sources {
 		names, _ := fs.Glob(src.FS, "*")
 		sort.Strings(names)

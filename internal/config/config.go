@@ -26,12 +26,13 @@ import (
 
 	yaml "go.yaml.in/yaml/v3"
 
+	"github.com/pixie-dev/pixie/internal/pixiehome"
 	"github.com/pixie-dev/pixie/internal/redact"
 	"github.com/pixie-dev/pixie/internal/yamlline"
 )
 
 // FileName is the configuration file inside the home.
-const FileName = "pixie.yaml"
+const FileName = pixiehome.ConfigFile
 
 // DefaultMemoryLimit is server.memoryLimit's default: a soft limit on the Go runtime's memory
 // that keeps a busy server's garbage from piling up between collections (issue 32's soak:
@@ -45,7 +46,7 @@ const minMemoryLimit = 64 << 20
 
 // TokenFile is the admin token's file inside the home (written 0600 by the server's first
 // start; internal/cluster owns it).
-const TokenFile = "token"
+const TokenFile = pixiehome.TokenFile
 
 // Config holds every setting. Fields tagged secret:"true" are masked when shown; secret:"url"
 // marks a URL whose password alone is masked.
@@ -275,37 +276,13 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("config: %s (%s): %s", e.Key, e.Source, e.Msg)
 }
 
-// ResolveHome picks the home: flag, else $PIXIE_HOME, else ~/.pixie.
+// ResolveHome picks the home: flag, else $PIXIE_HOME, else ~/.pixie (internal/pixiehome).
 func ResolveHome(flagHome string, getenv func(string) string) (string, error) {
-	h := flagHome
-	if h == "" {
-		h = getenv("PIXIE_HOME")
-	}
-	if h == "" {
-		uh, err := os.UserHomeDir()
-		if err != nil {
-			return "", fmt.Errorf("config: no home directory: %w", err)
-		}
-		h = filepath.Join(uh, ".pixie")
-	}
-	h, err := ExpandPath(h)
-	if err != nil {
-		return "", err
-	}
-	return filepath.Abs(h)
+	return pixiehome.Resolve(flagHome, getenv)
 }
 
 // ExpandPath expands a leading ~/ to the user's home.
-func ExpandPath(p string) (string, error) {
-	if p == "~" || strings.HasPrefix(p, "~/") {
-		uh, err := os.UserHomeDir()
-		if err != nil {
-			return "", fmt.Errorf("config: expand %s: %w", p, err)
-		}
-		return filepath.Join(uh, strings.TrimPrefix(p, "~")), nil
-	}
-	return p, nil
-}
+func ExpandPath(p string) (string, error) { return pixiehome.ExpandPath(p) }
 
 // Load builds the effective configuration for home: defaults, then the file (if present), then
 // the environment, then flags (path=value pairs, e.g. {"addr": "127.0.0.1:9000"}).

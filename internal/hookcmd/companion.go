@@ -4,9 +4,11 @@ import (
 	"embed"
 	"sync"
 
-	"github.com/pixie-dev/pixie/internal/cliclient"
 	"github.com/pixie-dev/pixie/internal/companion"
 	"github.com/pixie-dev/pixie/internal/hookwire"
+	"github.com/pixie-dev/pixie/internal/minihttp"
+	"github.com/pixie-dev/pixie/internal/pixiehome"
+	"github.com/pixie-dev/pixie/internal/serverref"
 )
 
 // Name is the file name of the adapter's own program (cmd/pixie-hook), beside pixie.
@@ -15,13 +17,15 @@ const Name = "pixie-hook"
 //go:embed *.go
 var ownSource embed.FS
 
-// Fingerprint identifies the adapter's code: its source, internal/hookwire's and
-// internal/cliclient's, and the Go version (internal/companion).
+// Fingerprint identifies the adapter's code: its source, that of the packages it runs
+// (internal/hookwire, internal/serverref, internal/minihttp, internal/pixiehome), and the Go
+// version (internal/companion).
 func Fingerprint() string { return fingerprint() }
 
 var fingerprint = sync.OnceValue(func() string {
 	return companion.Fingerprint(companion.Source{Name: "internal/hookcmd", FS: ownSource},
-		companion.Source{Name: "internal/hookwire", FS: hookwire.Source}, companion.Source{Name: "internal/cliclient", FS: cliclient.Source})
+		companion.Source{Name: "internal/hookwire", FS: hookwire.Source}, companion.Source{Name: "internal/serverref", FS: serverref.Source},
+		companion.Source{Name: "internal/minihttp", FS: minihttp.Source}, companion.Source{Name: "internal/pixiehome", FS: pixiehome.Source})
 })
 
 // Find returns the path of pixie-hook beside the pixie binary self when it runs this code

@@ -25,8 +25,8 @@ const FingerprintArg = companion.FingerprintArg
 //go:embed *.go
 var ownSource embed.FS
 
-// Fingerprint identifies the code Main runs: a SHA-256 over the Go source of this package and
-// of internal/confine and the Go version. FindInit uses only an init program whose fingerprint
+// Fingerprint identifies the code Main runs: a 128-bit FNV-1a hash (internal/companion) over
+// the Go source of this package and of internal/confine and the Go version. FindInit uses only an init program whose fingerprint
 // is this binary's, so a pixie-sandbox left from an older build is never used. (The versions of
 // the modules it uses, go-landlock and x/sys, are not in it: test binaries do not record them.)
 func Fingerprint() string { return fingerprint() }

@@ -64,11 +64,11 @@ func TestFindInit(t *testing.T) {
 	}
 }
 
-// The fingerprint covers this package's and internal/confine's source: it is a SHA-256 that
-// stays the same within a binary.
+// The fingerprint covers this package's and internal/confine's source: it is a 128-bit FNV-1a
+// hash that stays the same within a binary.
 func TestFingerprint(t *testing.T) {
 	f := Fingerprint()
-	if len(f) != 64 || strings.Trim(f, "0123456789abcdef") != "" || Fingerprint() != f {
+	if len(f) != 32 || strings.Trim(f, "0123456789abcdef") != "" || Fingerprint() != f {
 		t.Fatalf("Fingerprint = %q", f)
 	}
 	for _, name := range []string{"sandbox_linux.go", "init.go"} {

@@ -1,4 +1,4 @@
-package cliclient
+package serverref
 
 import "embed"
 
