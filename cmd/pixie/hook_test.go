@@ -434,3 +434,28 @@ func TestConfigGet(t *testing.T) {
 		t.Fatalf("unknown key: exit %d stderr %q", r.code, r.stderr)
 	}
 }
+
+// TestHookAdapterHTTPSWithoutPixie: pixie-hook alone (no pixie beside it to hand an https call
+// to) fails the call as an unreachable server does: closed blocks the step (exit 2), open lets
+// it go on with a message. It never exits 1, which the host would let pass silently.
+func TestHookAdapterHTTPSWithoutPixie(t *testing.T) {
+	dir := t.TempDir()
+	lone := filepath.Join(dir, hookcmd.Name)
+	src, err := os.ReadFile(filepath.Join(filepath.Dir(testutil.PixieBinary(t)), hookcmd.Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(lone, src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	input := hookFixture(t, "pre_tool_use", nil)
+	env := append(hookEnv(), "PIXIE_TOKEN=t", "PIXIE_HOME="+t.TempDir())
+	r := runArgv(t, []string{lone}, "", input, env, "claude", "--url", "https://127.0.0.1:1", "--timeout", "5s", "--fail-closed")
+	if r.code != 2 || !strings.Contains(r.stderr, "needs `pixie hook`") || !strings.Contains(r.stderr, "blocked (fail-closed)") {
+		t.Fatalf("fail closed: exit %d stderr %q", r.code, r.stderr)
+	}
+	r = runArgv(t, []string{lone}, "", input, env, "claude", "--url", "https://127.0.0.1:1", "--timeout", "5s", "--fail-open")
+	if r.code != 0 || !strings.Contains(r.stdout, "went on unchecked") {
+		t.Fatalf("fail open: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+}

@@ -134,10 +134,11 @@ func Run(ctx context.Context, a Args, host string, stdin io.Reader, stdout, stde
 		return ExitUsage
 	}
 	if bin.DialTLS == nil && bin.Handoff != nil && isHTTPS(serverref.URLFlagOrEnv(a.Client)) {
-		// Before stdin is read: the program handed to reads the same input.
+		// Before stdin is read: the program handed to reads the same input. When it cannot be
+		// started, the call goes on and fails as a server that cannot be reached does (open or
+		// closed, as configured), rather than as a usage error the host would let pass.
 		err := bin.Handoff()
 		fmt.Fprintln(stderr, "pixie hook: an https server URL needs `pixie hook`, and it could not be started:", err)
-		return ExitUsage
 	}
 
 	input, err := io.ReadAll(io.LimitReader(stdin, hookwire.MaxInputSize+1))
