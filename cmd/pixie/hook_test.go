@@ -7,7 +7,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -242,21 +241,7 @@ func TestHookCommandServerDown(t *testing.T) {
 // on within the timeout.
 func TestHookCommandTimeout(t *testing.T) {
 	eachAdapter(t, func(t *testing.T, ad hookAdapter, run hookRunner) {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				defer c.Close() // hold it open, never answer
-			}
-		}()
-		env := []string{"PIXIE_SERVER_URL=http://" + ln.Addr().String(), "PIXIE_TOKEN=t", "PIXIE_HOME=" + t.TempDir()}
+		env := []string{"PIXIE_SERVER_URL=http://" + testutil.SilentServer(t), "PIXIE_TOKEN=t", "PIXIE_HOME=" + t.TempDir()}
 		r := run(hookFixture(t, "pre_tool_use", nil), env, "--timeout", "1s", "--fail-closed")
 		if r.code != 2 || !strings.Contains(r.stderr, "did not answer within 1s") {
 			t.Fatalf("exit %d stderr %q", r.code, r.stderr)
@@ -344,29 +329,16 @@ func TestHookCommandRollsBackWhenItsAnswerCannotBeWritten(t *testing.T) {
 func TestHookCommandReadsTheConfigurationFile(t *testing.T) {
 	eachAdapter(t, func(t *testing.T, ad hookAdapter, run hookRunner) {
 		// A server that accepts and never answers: the time limit must come from the file.
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				defer c.Close()
-			}
-		}()
+		silent := testutil.SilentServer(t)
 		home := t.TempDir()
-		yaml := "addr: " + ln.Addr().String() + "\nhooks:\n  failOpen: true\n  timeout: 1s\n"
+		yaml := "addr: " + silent + "\nhooks:\n  failOpen: true\n  timeout: 1s\n"
 		if err := os.WriteFile(filepath.Join(home, "pixie.yaml"), []byte(yaml), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		env := []string{"PIXIE_TOKEN=t", "PIXIE_HOME=" + home}
 		r := run(hookFixture(t, "pre_tool_use", nil), env)
 		if r.code != 0 || !strings.Contains(r.stdout, "went on unchecked") || !strings.Contains(r.stderr, "did not answer within 1s") ||
-			!strings.Contains(r.stderr, ln.Addr().String()) || r.took > 10*time.Second {
+			!strings.Contains(r.stderr, silent) || r.took > 10*time.Second {
 			t.Fatalf("from pixie.yaml: exit %d after %s\nstdout %q\nstderr %q", r.code, r.took, r.stdout, r.stderr)
 		}
 

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pixie-dev/pixie/internal/testutil"
 )
 
 // TestAgainstNetHTTP sends requests to a net/http server and reads its answers in each of the
@@ -227,26 +229,12 @@ func TestHTTPSThroughDialTLS(t *testing.T) {
 // TestContextEndsTheExchange: a server that accepts and never answers is given up on at the
 // context's deadline, and at its cancellation, with the context's error.
 func TestContextEndsTheExchange(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close() // hold it open, never answer
-		}
-	}()
-	url := "http://" + ln.Addr().String() + "/"
+	url := "http://" + testutil.SilentServer(t) + "/"
 
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err = Client{}.Do(ctx, Request{URL: url})
+	_, err := Client{}.Do(ctx, Request{URL: url})
 	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 5*time.Second {
 		t.Fatalf("deadline: err %v after %s", err, time.Since(start))
 	}
