@@ -46,10 +46,6 @@ func New(f Flags, version string) (*Client, error) {
 	return &Client{Ref: r, HTTP: &http.Client{Timeout: 5 * time.Minute}}, nil
 }
 
-// CheckServerURL refuses a server URL that is not http(s)://host[:port][/path], with a message
-// that says what to write instead.
-func CheckServerURL(raw, from string) error { return serverref.CheckServerURL(raw, from) }
-
 // Do sends a JSON request and decodes a JSON answer into out (if non-nil). A non-2xx answer
 // becomes an *errs.Error with the server's code and message.
 func (c *Client) Do(ctx context.Context, method, path string, in, out any) error {
